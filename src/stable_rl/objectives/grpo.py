@@ -1,0 +1,50 @@
+"""GRPO, the paper's appendix baseline (no training-inference IS correction).
+
+    J(theta) = (1/G) sum_i (1/|y_i|) sum_t min(r_t A_i, clip(r_t, 1 - eps_low, 1 + eps_high) A_i)
+
+with r_t = pi_theta/pi_old and group-std-normalised advantages; averaged over the prompts of the
+mini-batch (the caller divides the summed token loss by the number of responses).
+"""
+
+import torch
+from torch import Tensor
+
+from stable_rl.objectives.base import LossOutput, Objective, response_lengths
+
+
+def grpo_token_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    eps_low: float = 0.2,
+    eps_high: float = 0.27,
+) -> LossOutput:
+    """Negative of the GRPO summand per token; shapes as in ``Objective.__call__``."""
+    advantages = advantages[:, None]  # [M, 1]
+    ratio = torch.exp(logprobs - old_logprobs)  # [M, T], with gradient
+    unclipped = ratio * advantages
+    clipped = ratio.clamp(1 - eps_low, 1 + eps_high) * advantages
+    surrogate = torch.minimum(unclipped, clipped)  # [M, T]
+    token_loss = -(surrogate * response_mask) / response_lengths(response_mask)  # [M, T]
+    return LossOutput(
+        token_loss=token_loss,
+        token_metrics={"clip_fraction": ((clipped < unclipped) & response_mask).float()},
+    )
+
+
+class GRPO(Objective):
+    """GRPO with PPO-style clipping (the paper's appendix baseline).
+
+    Args:
+        eps_low: lower clipping bound on pi_theta/pi_old.
+        eps_high: upper clipping bound on pi_theta/pi_old.
+        std_normalize: divide advantages by the group's reward std (GRPO's definition).
+    """
+
+    def __init__(self, eps_low: float = 0.2, eps_high: float = 0.27, std_normalize: bool = True) -> None:
+        super().__init__(std_normalize=std_normalize, normalize_by="sequences")
+        self.eps_low, self.eps_high = eps_low, eps_high
+
+    def __call__(self, logprobs, old_logprobs, rollout_logprobs, advantages, response_mask) -> LossOutput:
+        return grpo_token_loss(logprobs, old_logprobs, advantages, response_mask, self.eps_low, self.eps_high)
