@@ -40,7 +40,9 @@ def vectorised(objective, logits, gather, old, mu, mask, rewards):
     return loss.detach(), logits.grad, out
 
 
-def reference_minirl(logits, gather, old, mu, mask, rewards, cap, eps_low, eps_high, clip, length_norm, use_is):
+def reference_minirl(
+    logits, gather, old, mu, mask, rewards, cap, eps_low, eps_high, clip, length_norm, use_is
+):
     """-(1/M) sum_i [1/|y_i|] sum_t M_t sg[min(pi/mu, C)] A_i log pi, one token at a time."""
     logits = logits.clone().requires_grad_(True)
     logp = gather(logits)
@@ -108,7 +110,7 @@ def test_minirl_gradient_is_gradient_of_token_level_surrogate():
     """Where no weight is truncated, grad of Eq. 7 == grad of J_tok = sum_t pi_theta/mu_old * A."""
     logits, gather, _, mu, mask, rewards = make_case(7, spread=0.05)
     old = gather(logits)
-    _, grad, out = vectorised(MiniRL(is_cap=1e9), logits, gather, old, mu, mask, rewards)
+    _, grad, _ = vectorised(MiniRL(is_cap=1e9), logits, gather, old, mu, mask, rewards)
 
     leaf = logits.clone().requires_grad_(True)
     adv = (rewards - rewards.mean(-1, keepdim=True)).reshape(-1, 1)

@@ -18,4 +18,3 @@ def group_advantages(rewards: Tensor, std_normalize: bool = False, eps: float = 
     if not std_normalize:
         return centered
     return centered / (rewards.std(dim=-1, keepdim=True) + eps)  # [P, G]
-
