@@ -1,0 +1,129 @@
+"""RolloutDataModule: prompts in, verified rollouts of the current policy out.
+
+The dataloader yields only problems (cheap, so Lightning's one-batch prefetch is harmless); the
+rollout happens in ``on_before_batch_transfer``, which Lightning calls right before each
+``training_step``, after the previous step's updates. There the engine is synced to the policy's
+current weights, samples G responses per prompt, and the verifier scores them, so every rollout
+comes from the weights of the step right before it (on-policy lag 0).
+"""
+
+from dataclasses import dataclass
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+from transformers import AutoTokenizer
+
+from stable_rl.data.prompts import PromptSource
+from stable_rl.data.template import PromptTemplate
+from stable_rl.data.verifier import MathVerifier
+from stable_rl.rollout import RolloutBatch, RolloutEngine
+
+
+@dataclass(frozen=True)
+class EncodedProblem:
+    prompt_ids: list[int]
+    answer: str
+
+
+class RolloutDataModule(L.LightningDataModule):
+    """Drives the rollout engine on math prompts with binary verifier rewards.
+
+    Args:
+        prompts: the problem source, e.g. ``stable_rl.data.ReasoningGymPrompts``.
+        engine: the rollout engine, ``stable_rl.rollout.VLLMEngine`` or ``HFEngine``.
+        verifier: reward function (default: math-verify on the last ``\\boxed{}``).
+        template: how questions become prompt tokens (default: chat template + boxed instruction).
+        prompts_per_step: prompts per global step (paper: B x N); the global batch is this x ``group_size``.
+        group_size: responses per prompt, G (paper: 16); the advantage baseline is their mean.
+        max_prompt_tokens: longest prompt accepted; longer ones are an error.
+        seed: seed of the prompt order.
+    """
+
+    def __init__(
+        self,
+        prompts: PromptSource,
+        engine: RolloutEngine,
+        verifier: MathVerifier | None = None,
+        template: PromptTemplate | None = None,
+        prompts_per_step: int = 8,
+        group_size: int = 8,
+        max_prompt_tokens: int = 256,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if group_size < 2:
+            raise ValueError(f"group_size={group_size}: the group baseline needs data.group_size >= 2")
+        self.prompts = prompts
+        self.engine = engine
+        self.verifier = verifier if verifier is not None else MathVerifier()
+        self.template = template if template is not None else PromptTemplate()
+        self.prompts_per_step = prompts_per_step
+        self.group_size = group_size
+        self.max_prompt_tokens = max_prompt_tokens
+        self.seed = seed
+        self.problems: list[EncodedProblem] = []
+
+    @property
+    def global_batch_size(self) -> int:
+        """Responses per global step."""
+        return self.prompts_per_step * self.group_size
+
+    def setup(self, stage: str) -> None:
+        if self.problems:
+            return
+        model_path = self.trainer.lightning_module.model_path
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.problems = [self._encode(p.question, p.answer) for p in self.prompts.load()]
+        if len(self.problems) < self.prompts_per_step:
+            raise ValueError(
+                f"{len(self.problems)} problems is fewer than data.prompts_per_step={self.prompts_per_step}: "
+                "give the prompt source more problems or lower prompts_per_step"
+            )
+        self.engine.start(model_path, self.max_prompt_tokens)
+
+    def _encode(self, question: str, answer: str) -> EncodedProblem:
+        ids = self.template.encode(self.tokenizer, question)
+        if len(ids) > self.max_prompt_tokens:
+            raise ValueError(
+                f"prompt of {len(ids)} tokens exceeds data.max_prompt_tokens={self.max_prompt_tokens} "
+                f"({question[:60]!r}...): raise max_prompt_tokens or filter long problems"
+            )
+        return EncodedProblem(ids, answer)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(
+            self.problems,
+            batch_size=self.prompts_per_step,
+            shuffle=True,
+            drop_last=True,
+            generator=torch.Generator().manual_seed(self.seed),
+            collate_fn=list,
+        )
+
+    def on_before_batch_transfer(self, batch, dataloader_idx: int):
+        if self.trainer.training:
+            return self.rollout(batch)
+        return batch
+
+    @torch.no_grad()
+    def rollout(self, problems: list[EncodedProblem]) -> RolloutBatch:
+        """Sync the engine to the current policy, sample G responses per problem, verify them."""
+        step = self.trainer.global_step
+        policy = self.trainer.lightning_module.policy
+        self.engine.sync(policy.state_dict().items(), version=step)
+        samples = self.engine.generate([p.prompt_ids for p in problems], self.group_size, step)
+        texts = self.tokenizer.batch_decode([s.response_ids for s in samples], skip_special_tokens=True)
+        answers = [p.answer for p in problems for _ in range(self.group_size)]
+        return RolloutBatch.from_samples(
+            samples,
+            rewards=self.verifier(texts, answers),
+            group_size=self.group_size,
+            pad_token_id=self.tokenizer.pad_token_id,
+            temperature=self.engine.temperature,
+            policy_version=step,
+        )
+
+    def teardown(self, stage: str) -> None:
+        self.engine.close()
+        self.verifier.close()

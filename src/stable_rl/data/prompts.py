@@ -1,0 +1,95 @@
+"""Prompt sources: math problems with a gold answer, from reasoning-gym or local files."""
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A math question and its gold final answer (compared by math-verify)."""
+
+    question: str
+    answer: str
+
+
+class PromptSource(ABC):
+    """Where the training problems come from."""
+
+    @abstractmethod
+    def load(self) -> list[Problem]:
+        """All problems, in a fixed order."""
+
+
+class ReasoningGymPrompts(PromptSource):
+    """Procedurally generated problems with computed answers (reasoning-gym), seeded.
+
+    Args:
+        generators: reasoning-gym dataset names, e.g. ``basic_arithmetic``, ``chain_sum``, ``gsm_symbolic``.
+        size: problems per generator.
+        seed: generator seed (the same seed gives the same problems).
+    """
+
+    def __init__(self, generators: list[str] | None = None, size: int = 512, seed: int = 0) -> None:
+        self.generators = generators or ["basic_arithmetic"]
+        self.size = size
+        self.seed = seed
+
+    def load(self) -> list[Problem]:
+        import reasoning_gym
+
+        problems = []
+        for name in self.generators:
+            try:
+                rows = reasoning_gym.create_dataset(name, size=self.size, seed=self.seed)
+            except Exception as error:  # reasoning-gym raises a bare error for unknown names
+                raise ValueError(f"unknown reasoning-gym generator {name!r}: {error}") from error
+            problems += [Problem(row["question"], str(row["answer"])) for row in rows]
+        return problems
+
+
+class FilePrompts(PromptSource):
+    """Problems from a local JSONL/JSON/parquet/CSV file via ``datasets``.
+
+    Args:
+        path: the file; its extension picks the loader.
+        prompt_field: column holding the question.
+        answer_field: column holding the gold answer.
+    """
+
+    LOADERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+
+    def __init__(self, path: str, prompt_field: str = "prompt", answer_field: str = "answer") -> None:
+        self.path = path
+        self.prompt_field = prompt_field
+        self.answer_field = answer_field
+
+    def load(self) -> list[Problem]:
+        import datasets
+
+        path = Path(self.path)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"prompt file {path} not found: set data.prompts.init_args.path to an existing file"
+            )
+        loader = self.LOADERS.get(path.suffix)
+        if loader is None:
+            raise ValueError(
+                f"prompt file {path} has suffix {path.suffix!r}; use one of {sorted(self.LOADERS)}"
+            )
+        rows = datasets.load_dataset(loader, data_files=str(path), split="train")
+        if len(rows) == 0:
+            raise ValueError(
+                f"prompt file {path} has no rows: give it at least one {self.prompt_field}/{self.answer_field}"
+            )
+        problems = []
+        for index, row in enumerate(rows):
+            missing = [f for f in (self.prompt_field, self.answer_field) if row.get(f) in (None, "")]
+            if missing:
+                raise ValueError(
+                    f"row {index} of {path} has no {' or '.join(repr(f) for f in missing)}: every row needs a "
+                    f"question in {self.prompt_field!r} and a gold answer in {self.answer_field!r} "
+                    "(or set prompt_field/answer_field to the file's column names)"
+                )
+            problems.append(Problem(str(row[self.prompt_field]), str(row[self.answer_field])))
+        return problems

@@ -1,0 +1,167 @@
+"""PolicyModule: the token-level surrogate objective trained on rollouts (paper Sec. 2-3).
+
+Each ``training_step`` receives one global batch of rollouts (P prompts x G responses) and
+1. recomputes log pi_old with the training engine, without gradients (paper: pi_old != mu_old);
+2. splits the batch into N = global batch / ``mini_batch_size`` mini-batches and makes one
+   optimizer update per mini-batch (N = 1 is on-policy; N > 1 the paper's off-policy setting),
+   each summed over micro-batches and divided by one constant for the whole mini-batch;
+3. logs reward, training-inference KL, entropy, IS and clipping statistics.
+Optimisation is manual (several optimizer steps per batch), so ``trainer.global_step`` counts
+optimizer updates; the rollout engine is synced to every new step before it samples.
+"""
+
+import lightning as L
+import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor
+from transformers import AutoModelForCausalLM, PreTrainedModel
+
+from stable_rl.logprobs import sequence_logprobs
+from stable_rl.metrics import StepMetrics
+from stable_rl.objectives import MiniRL, Objective
+from stable_rl.rollout import RolloutBatch
+
+PROGRESS_BAR = ("reward", "kl", "entropy")
+
+
+class PolicyModule(L.LightningModule):
+    """Trains any HF causal LM (dense or MoE) with a policy-gradient ``objective``.
+
+    Args:
+        model_path: HF model directory (weights, config, tokenizer), e.g. ``data/tiny-qwen3-moe``.
+        objective: the loss, e.g. ``stable_rl.objectives.MiniRL`` (default) or ``GRPO``/``CISPO``.
+        optimizer: optimizer factory, e.g. ``torch.optim.AdamW`` with its ``init_args``.
+        lr_scheduler: optional scheduler factory, stepped after every optimizer update.
+        mini_batch_size: responses per optimizer update; None = the whole global batch (N = 1).
+        micro_batch_size: responses per forward/backward (memory only: results do not change);
+            None = the mini-batch.
+        max_grad_norm: clip the global gradient norm to this before each update; None = no clipping.
+        dtype: training precision of the policy weights ("float32", "bfloat16").
+        logprob_chunk_size: tokens per chunk of the vocabulary head (bounds float32 logits memory).
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        objective: Objective | None = None,
+        optimizer: OptimizerCallable = torch.optim.AdamW,
+        lr_scheduler: LRSchedulerCallable | None = None,
+        mini_batch_size: int | None = None,
+        micro_batch_size: int | None = None,
+        max_grad_norm: float | None = 1.0,
+        dtype: str = "float32",
+        logprob_chunk_size: int = 1024,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["objective", "optimizer", "lr_scheduler"])
+        self.model_path = model_path
+        self.objective = objective if objective is not None else MiniRL()
+        self.optimizer_factory = optimizer
+        self.lr_scheduler_factory = lr_scheduler
+        self.mini_batch_size = mini_batch_size
+        self.micro_batch_size = micro_batch_size
+        self.max_grad_norm = max_grad_norm
+        self.dtype_name = dtype
+        self.logprob_chunk_size = logprob_chunk_size
+        self.automatic_optimization = False
+        self.policy: PreTrainedModel | None = None
+        self.step_metrics = StepMetrics()
+
+    def configure_model(self) -> None:
+        if self.policy is None:
+            policy = AutoModelForCausalLM.from_pretrained(
+                self.model_path, dtype=getattr(torch, self.dtype_name)
+            )
+            self.policy = policy.train()  # from_pretrained returns eval mode; RL models use no dropout
+
+    def configure_optimizers(self):
+        optimizer = self.optimizer_factory(self.policy.parameters())
+        if self.lr_scheduler_factory is None:
+            return optimizer
+        return {"optimizer": optimizer, "lr_scheduler": self.lr_scheduler_factory(optimizer)}
+
+    def logprobs(self, batch: RolloutBatch) -> tuple[Tensor, Tensor]:
+        """Position-aligned log pi and entropy, [M, L] each, at the batch's sampling temperature."""
+        return sequence_logprobs(
+            self.policy,
+            batch.input_ids,
+            batch.attention_mask,
+            batch.response_mask,
+            batch.temperature,
+            self.logprob_chunk_size,
+        )
+
+    def _sizes(self, batch: RolloutBatch) -> tuple[int, int]:
+        mini = self.mini_batch_size or batch.num_rows
+        micro = min(self.micro_batch_size or mini, mini)
+        if batch.num_rows % mini or mini % micro:
+            raise ValueError(
+                f"global batch of {batch.num_rows} responses (data.prompts_per_step x data.group_size) must be "
+                f"divisible by model.mini_batch_size={mini}, and that by model.micro_batch_size={micro}: "
+                "choose sizes that divide evenly"
+            )
+        return mini, micro
+
+    @torch.no_grad()
+    def old_logprobs(self, batch: RolloutBatch, micro: int) -> tuple[Tensor, Tensor]:
+        """log pi_old and entropy of the whole global batch before any update, [M, L] each."""
+        parts = [self.logprobs(chunk) for chunk in batch.split(micro)]
+        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+
+    def training_step(self, batch: RolloutBatch, batch_idx: int) -> None:
+        if batch.policy_version != self.global_step:
+            raise RuntimeError(
+                f"rollout generated with the weights of step {batch.policy_version}, expected {self.global_step}: "
+                "the engine must be synced right before every rollout (on-policy lag 0)"
+            )
+        mini, micro = self._sizes(batch)
+        mask = batch.response_mask  # [M, L]
+        advantages = self.objective.advantages(batch.rewards.view(-1, batch.group_size)).view(-1)  # [M]
+        old_logprobs, entropy = self.old_logprobs(batch, micro)  # [M, L]
+        metrics = self.step_metrics
+        metrics.mean("reward", batch.rewards)
+        metrics.mean("response_length", mask.sum(-1))
+        metrics.mean("kl", batch.rollout_logprobs - old_logprobs, mask)  # KL[mu_old || pi_old] estimate
+        metrics.mean("entropy", entropy, mask)
+
+        optimizer = self.optimizers()
+        scheduler = self.lr_schedulers()
+        for start in range(0, batch.num_rows, mini):
+            rows = slice(start, start + mini)
+            normalizer = self.objective.normalizer(mask[rows]).to(self.device)
+            optimizer.zero_grad()
+            loss = sum(
+                self._backward(batch.rows(part), old_logprobs[part], advantages[part], normalizer)
+                for part in (slice(s, s + micro) for s in range(start, start + mini, micro))
+            )
+            metrics.mean("loss", loss)
+            if self.max_grad_norm is not None:
+                metrics.mean("grad_norm", self._grad_norm())
+                self.clip_gradients(
+                    optimizer, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm"
+                )
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+
+        for name, value in metrics.compute().items():
+            self.log(f"train/{name}", value, prog_bar=name in PROGRESS_BAR, batch_size=batch.num_rows)
+        self.log("train/policy_version", float(batch.policy_version), batch_size=batch.num_rows)
+
+    def _backward(
+        self, part: RolloutBatch, old_logprobs: Tensor, advantages: Tensor, normalizer: Tensor
+    ) -> Tensor:
+        """Backward of one micro-batch's share of the mini-batch loss; returns that share, detached."""
+        logprobs, _ = self.logprobs(part)
+        out = self.objective(logprobs, old_logprobs, part.rollout_logprobs, advantages, part.response_mask)
+        loss = out.token_loss.sum() / normalizer
+        self.manual_backward(loss)
+        for name, values in out.token_metrics.items():
+            self.step_metrics.mean(name, values, part.response_mask)
+        if "is_weight" in out.token_metrics:
+            self.step_metrics.max("is_weight_max", out.token_metrics["is_weight"], part.response_mask)
+        return loss.detach()
+
+    def _grad_norm(self) -> Tensor:
+        grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
+        return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))

