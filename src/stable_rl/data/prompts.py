@@ -3,6 +3,7 @@
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class FilePrompts(PromptSource):
         answer_field: column holding the gold answer.
     """
 
-    LOADERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+    LOADERS: ClassVar[dict[str, str]] = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
     def __init__(self, path: str, prompt_field: str = "prompt", answer_field: str = "answer") -> None:
         self.path = path
@@ -74,9 +75,7 @@ class FilePrompts(PromptSource):
             )
         loader = self.LOADERS.get(path.suffix)
         if loader is None:
-            raise ValueError(
-                f"prompt file {path} has suffix {path.suffix!r}; use one of {sorted(self.LOADERS)}"
-            )
+            raise ValueError(f"prompt file {path} has suffix {path.suffix!r}; use one of {sorted(self.LOADERS)}")
         rows = datasets.load_dataset(loader, data_files=str(path), split="train")
         if len(rows) == 0:
             raise ValueError(

@@ -14,9 +14,7 @@ class PromptTemplate:
         chat: apply the tokenizer's chat template (False: the instruction text alone).
     """
 
-    def __init__(
-        self, instruction: str = DEFAULT_INSTRUCTION, system: str | None = None, chat: bool = True
-    ) -> None:
+    def __init__(self, instruction: str = DEFAULT_INSTRUCTION, system: str | None = None, chat: bool = True) -> None:
         if "{question}" not in instruction:
             raise ValueError(f"instruction {instruction!r} has no {{question}} placeholder: add one")
         self.instruction = instruction

@@ -44,6 +44,4 @@ class CISPO(Objective):
         self.eps_low, self.eps_high = eps_low, eps_high
 
     def __call__(self, logprobs, old_logprobs, rollout_logprobs, advantages, response_mask) -> LossOutput:
-        return cispo_token_loss(
-            logprobs, old_logprobs, advantages, response_mask, self.eps_low, self.eps_high
-        )
+        return cispo_token_loss(logprobs, old_logprobs, advantages, response_mask, self.eps_low, self.eps_high)

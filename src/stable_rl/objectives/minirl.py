@@ -48,9 +48,7 @@ def minirl_token_loss(
     if not train_infer_is:
         is_weight = torch.ones_like(is_weight)
     ratio = torch.exp(detached - old_logprobs)  # [M, T] pi_theta/pi_old
-    keep = (
-        decoupled_clip_mask(ratio, advantages, eps_low, eps_high) if clip else torch.ones_like(response_mask)
-    )
+    keep = decoupled_clip_mask(ratio, advantages, eps_low, eps_high) if clip else torch.ones_like(response_mask)
     keep = keep & response_mask  # [M, T]
     token_loss = -(keep * is_weight * advantages * logprobs)  # [M, T]
     if length_norm:
@@ -59,9 +57,7 @@ def minirl_token_loss(
         token_loss=token_loss,
         token_metrics={
             "is_weight": is_weight,
-            "is_truncated": (log_is > math.log(is_cap)).float()
-            if train_infer_is
-            else torch.zeros_like(log_is),
+            "is_truncated": (log_is > math.log(is_cap)).float() if train_infer_is else torch.zeros_like(log_is),
             "clip_fraction": (~keep & response_mask).float(),
         },
     )
@@ -99,6 +95,4 @@ class MiniRL(Objective):
         )
 
     def __call__(self, logprobs, old_logprobs, rollout_logprobs, advantages, response_mask) -> LossOutput:
-        return minirl_token_loss(
-            logprobs, old_logprobs, rollout_logprobs, advantages, response_mask, **self.kwargs
-        )
+        return minirl_token_loss(logprobs, old_logprobs, rollout_logprobs, advantages, response_mask, **self.kwargs)

@@ -33,11 +33,7 @@ class RolloutBatch:
         """The rows ``index`` (a mini- or micro-batch), other fields unchanged."""
         return replace(
             self,
-            **{
-                f.name: getattr(self, f.name)[index]
-                for f in fields(self)
-                if isinstance(getattr(self, f.name), Tensor)
-            },
+            **{f.name: getattr(self, f.name)[index] for f in fields(self) if isinstance(getattr(self, f.name), Tensor)},
         )
 
     def split(self, size: int) -> list["RolloutBatch"]:

@@ -55,6 +55,7 @@ class RolloutEngine(ABC):
     def generate(self, prompt_ids: list[list[int]], group_size: int, step: int) -> list[Sample]:
         """``group_size`` samples per prompt, grouped by prompt: len = len(prompt_ids) * group_size."""
 
+    @abstractmethod
     def close(self) -> None:
         """Release the engine's resources."""
 

@@ -60,3 +60,6 @@ class HFEngine(RolloutEngine):
             length = tokens.index(eos) + 1 if eos in tokens else len(tokens)
             samples.append(Sample(prompt_ids[row // group_size], tokens[:length], lps[:length]))
         return samples
+
+    def close(self) -> None:
+        self.model = None

@@ -95,7 +95,7 @@ class VLLMEngine(RolloutEngine):
                 prompt_ids=list(request.prompt_token_ids),
                 response_ids=list(completion.token_ids),
                 logprobs=[
-                    step_lp[tok].logprob for step_lp, tok in zip(completion.logprobs, completion.token_ids)
+                    step_lp[tok].logprob for step_lp, tok in zip(completion.logprobs, completion.token_ids, strict=True)
                 ],
             )
             for request in outputs
