@@ -1,21 +1,23 @@
 """``stable-rl``: LightningCLI over the PolicyModule and RolloutDataModule.
 
-stable-rl fit --config recipes/quickstart.yaml
-stable-rl fit --config recipes/minirl.yaml --config recipes/my_overrides.yaml
+    stable-rl fit --config recipes/quickstart.yaml
+    stable-rl fit --config recipes/minirl.yaml --config recipes/grpo.yaml
 """
 
-import os
-
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # vLLM in the training process
+import warnings
 
 from lightning.pytorch.cli import LightningCLI
 
 from stable_rl.data import RolloutDataModule
 from stable_rl.module import PolicyModule
 
+# Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
+# one after the update: exactly what a resumed run needs (step k's weights with global_step k).
+warnings.filterwarnings("ignore", "Using ModelCheckpoint with manual optimization", UserWarning)
 
-def main(args: list[str] | None = None) -> LightningCLI:
-    """Run the CLI; ``args`` replaces ``sys.argv[1:]`` (used by tests)."""
+
+def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
+    """Run the CLI; ``args`` replaces ``sys.argv[1:]``; ``run=False`` only builds the objects."""
     return LightningCLI(
         PolicyModule,
         RolloutDataModule,
@@ -23,6 +25,7 @@ def main(args: list[str] | None = None) -> LightningCLI:
         subclass_mode_data=True,
         save_config_kwargs={"overwrite": True},
         args=args,
+        run=run,
     )
 
 

