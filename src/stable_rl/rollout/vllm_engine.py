@@ -48,6 +48,7 @@ class VLLMEngine(RolloutEngine):
                 "`data.engine.class_path: stable_rl.rollout.HFEngine`"
             )
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine lives in this process
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # no INFO line per weight sync
         from vllm import LLM
 
         memory = {"gpu_memory_utilization": self.gpu_memory_utilization}

@@ -1,0 +1,199 @@
+"""MathVerifier: binary reward R(x, y) in {0, 1} from math-verify, in a forkserver process pool.
+
+math-verify (sympy) can hang on hostile answers such as ``\\boxed{10^{10^{10}}}``. Each item therefore
+runs under a SIGALRM timer inside a worker process (signals work only in a process's main thread, so
+never in threads of the parent, which runs vLLM and torch). Workers report every item's start and
+result through a pipe; if the pipe stays silent for a second longer than the timeout (a worker stuck in
+C code, or killed), the pool is killed and replaced: the items in flight get 0, the others are retried.
+Workers fork from a forkserver that has imported the main module and this one once (a clean,
+single-threaded process), so a new pool starts in milliseconds and shares those pages.
+"""
+
+import logging
+import math
+import multiprocessing as mp
+import re
+import signal
+import warnings
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing.connection import Connection
+from types import TracebackType
+from typing import Self
+
+import torch
+from math_verify import LatexExtractionConfig, parse, verify
+
+_GRACE_S = 1.0  # slack on top of the per-item timeout before a silent pool counts as hung
+_CHUNKS_PER_WORKER = 4  # a few chunks per worker balance the load at a few futures per call
+_LATEX = [LatexExtractionConfig()]
+_BRACE = re.compile(r"[{}]")
+
+_outbox: Connection  # set in each worker by _init_worker
+
+
+class _ItemTimeout(BaseException):
+    """Raised by SIGALRM; a BaseException so that math-verify's ``except Exception`` can't swallow it."""
+
+
+def _raise_timeout(signum: int, frame: object) -> None:
+    raise _ItemTimeout
+
+
+def _init_worker(outbox: Connection) -> None:
+    global _outbox
+    _outbox = outbox
+    signal.signal(signal.SIGALRM, _raise_timeout)
+    warnings.simplefilter("ignore")  # the parent's -W flags reach the workers; -W error would turn rewards to 0
+    # math-verify warns that its own timeouts are off (ours replace them) and logs whole answers.
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` of ``text`` (nested braces matched); None if absent or unclosed."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    begin = start + len("\\boxed{")
+    depth = 1
+    for brace in _BRACE.finditer(text, begin):
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return text[begin : brace.start()]
+    return None
+
+
+def _parse_boxed(content: str) -> list:
+    return parse(f"\\boxed{{{content}}}", extraction_config=_LATEX, parsing_timeout=None)
+
+
+def is_correct(response: str, answer: str, require_boxed: bool = True) -> bool:
+    """Whether math-verify finds the response's final answer equal to the gold ``answer``.
+
+    The gold answer is read as the content of a ``\\boxed{}``, so "0.5" and "\\frac{1}{2}" both parse.
+    Unbounded in time: run it under a timer, as the workers do.
+    """
+    if require_boxed:
+        content = last_boxed(response)
+        if content is None:
+            return False
+        prediction = _parse_boxed(content)
+    else:
+        prediction = parse(response, parsing_timeout=None)
+    return verify(_parse_boxed(answer), prediction, timeout_seconds=None)
+
+
+def _score(response: str, answer: str, timeout: float, require_boxed: bool) -> float:
+    try:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            return float(is_correct(response, answer, require_boxed))
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except (Exception, _ItemTimeout):  # the one-shot timer may fire inside `finally`: caught here too
+        return 0.0
+
+
+def _score_chunk(
+    indices: list[int], responses: list[str], answers: list[str], timeout: float, require_boxed: bool
+) -> None:
+    """Worker task: send ``(i, None)`` when item i starts and ``(i, reward)`` when it ends.
+
+    Messages are a few bytes, so each send is one atomic pipe write and workers need no lock.
+    """
+    for i, response, answer in zip(indices, responses, answers, strict=True):
+        _outbox.send((i, None))
+        _outbox.send((i, _score(response, answer, timeout, require_boxed)))
+
+
+class MathVerifier:
+    """Binary reward R(x, y) in {0, 1} from math-verify, run in a process pool with a timeout.
+
+    Args:
+        num_workers: worker processes, forked from a forkserver on the first call.
+        timeout: seconds per item; an item that takes longer gets reward 0.
+        require_boxed: score only the last ``\\boxed{}`` of a response (0 without one); if False, use
+            math-verify's default extraction of the last answer.
+
+    Use as a context manager or call ``close()``; a closed verifier starts a new pool when called.
+    """
+
+    def __init__(self, num_workers: int = 2, timeout: float = 5.0, require_boxed: bool = True) -> None:
+        if num_workers < 1 or timeout <= 0:
+            raise ValueError(f"need num_workers >= 1 and timeout > 0, got {num_workers} and {timeout}")
+        self.num_workers = num_workers
+        self.timeout = timeout
+        self.require_boxed = require_boxed
+        self._pool: ProcessPoolExecutor | None = None
+        self._pipe: tuple[Connection, Connection] | None = None  # (parent's inbox, workers' outbox)
+
+    def __call__(self, responses: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
+        """Rewards ``[n]`` (float32, 0.0 or 1.0) of ``responses`` against the gold ``answers``."""
+        if len(responses) != len(answers):
+            raise ValueError(f"got {len(responses)} responses but {len(answers)} answers")
+        rewards = [0.0] * len(responses)
+        todo = list(range(len(responses)))
+        while todo:
+            todo = self._run(todo, responses, answers, rewards)
+        return torch.tensor(rewards, dtype=torch.float32)
+
+    def _run(
+        self, todo: list[int], responses: Sequence[str], answers: Sequence[str], rewards: list[float]
+    ) -> list[int]:
+        """Score ``todo`` into ``rewards`` in one pool; if it hangs, kill it and return the items to retry."""
+        pool, inbox = self._start()
+        size = math.ceil(len(todo) / (self.num_workers * _CHUNKS_PER_WORKER))
+        for k in range(0, len(todo), size):
+            chunk = todo[k : k + size]
+            responses_chunk, answers_chunk = [responses[i] for i in chunk], [answers[i] for i in chunk]
+            pool.submit(_score_chunk, chunk, responses_chunk, answers_chunk, self.timeout, self.require_boxed)
+        left, running = set(todo), set()
+        while left:
+            if not inbox.poll(self.timeout + _GRACE_S):
+                self.close()
+                if not running:
+                    raise RuntimeError(f"math-verify workers sent nothing for {self.timeout + _GRACE_S:.1f} s")
+                return sorted(left - running)  # the items in flight hung and keep reward 0
+            i, reward = inbox.recv()
+            if reward is None:
+                running.add(i)
+            else:
+                rewards[i] = reward
+                running.discard(i)
+                left.discard(i)
+        return []
+
+    def _start(self) -> tuple[ProcessPoolExecutor, Connection]:
+        if self._pool is None or self._pipe is None:
+            ctx = mp.get_context("forkserver")
+            ctx.set_forkserver_preload(["__main__", __name__])
+            self._pipe = ctx.Pipe(duplex=False)
+            self._pool = ProcessPoolExecutor(
+                self.num_workers, mp_context=ctx, initializer=_init_worker, initargs=(self._pipe[1],)
+            )
+            try:
+                self._pool.submit(abs, 0).result()  # wait for a first worker: the forkserver's imports take seconds
+            except BaseException:
+                self.close()  # so that the next call tries a fresh pool
+                raise
+        return self._pool, self._pipe[0]
+
+    def close(self) -> None:
+        """Kill the workers (they may hang) and release the pool; idempotent."""
+        if self._pool is not None:
+            for process in self._pool._processes.values():  # no public API to kill workers before 3.14
+                process.kill()
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+        if self._pipe is not None:
+            for end in self._pipe:
+                end.close()
+            self._pipe = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
