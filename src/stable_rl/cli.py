@@ -29,5 +29,10 @@ def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
     )
 
 
-if __name__ == "__main__":
+def console() -> None:
+    """The ``stable-rl`` console script (exit status 0 on success)."""
     main()
+
+
+if __name__ == "__main__":
+    console()

@@ -76,11 +76,12 @@ class FilePrompts(PromptSource):
         loader = self.LOADERS.get(path.suffix)
         if loader is None:
             raise ValueError(f"prompt file {path} has suffix {path.suffix!r}; use one of {sorted(self.LOADERS)}")
+        empty = f"prompt file {path} has no rows: give it at least one {self.prompt_field}/{self.answer_field}"
+        if path.stat().st_size == 0:  # datasets fails on an empty file with a bare StopIteration
+            raise ValueError(empty)
         rows = datasets.load_dataset(loader, data_files=str(path), split="train")
         if len(rows) == 0:
-            raise ValueError(
-                f"prompt file {path} has no rows: give it at least one {self.prompt_field}/{self.answer_field}"
-            )
+            raise ValueError(empty)
         problems = []
         for index, row in enumerate(rows):
             missing = [f for f in (self.prompt_field, self.answer_field) if row.get(f) in (None, "")]

@@ -1,6 +1,7 @@
 """The vLLM rollout engine, in-process, with weights synced into the live engine (no restart)."""
 
 import importlib.util
+import logging
 import os
 from collections.abc import Iterable
 
@@ -65,6 +66,9 @@ class VLLMEngine(RolloutEngine):
             tensor_parallel_size=self.tensor_parallel_size,
             **memory,
         )
+        # Every in-place reload warns that the rotary embedding's cos/sin cache got no weights: it has none
+        # to get (it is computed, not learned) and vLLM puts it back.
+        logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         from vllm.platforms import current_platform

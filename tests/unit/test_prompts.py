@@ -1,0 +1,67 @@
+"""Prompt sources and the template: seeded problems, file rows, and the errors that name the fix."""
+
+import json
+
+import pytest
+
+from stable_rl.data import FilePrompts, Problem, PromptTemplate, ReasoningGymPrompts
+
+
+def test_reasoning_gym_is_seeded_and_interleaves_generators():
+    first = ReasoningGymPrompts(["basic_arithmetic", "chain_sum"], size=3, seed=7).load()
+    again = ReasoningGymPrompts(["basic_arithmetic", "chain_sum"], size=3, seed=7).load()
+    other = ReasoningGymPrompts(["basic_arithmetic", "chain_sum"], size=3, seed=8).load()
+    assert first == again and first != other and len(first) == 6
+    assert all(isinstance(p, Problem) and p.answer for p in first)
+    assert first[0].question.startswith("Calculate")  # basic_arithmetic
+    assert "=" in first[3].question  # chain_sum
+
+
+def test_unknown_generator_is_named():
+    with pytest.raises(ValueError, match="unknown reasoning-gym generator 'basic_arithmetik'"):
+        ReasoningGymPrompts(["basic_arithmetik"], size=2).load()
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_file_prompts_read_named_columns(tmp_path):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"q": "1+1?", "a": 2}, {"q": "2+3?", "a": "5"}])
+    assert FilePrompts(path, prompt_field="q", answer_field="a").load() == [Problem("1+1?", "2"), Problem("2+3?", "5")]
+
+
+def test_row_without_answer_names_row_and_fix(tmp_path):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"prompt": "1+1?", "answer": "2"}, {"prompt": "2+3?", "answer": ""}])
+    with pytest.raises(ValueError, match=r"row 1 of .* has no 'answer': every row needs .* prompt_field/answer_field"):
+        FilePrompts(path).load()
+
+
+def test_missing_or_empty_file_names_the_fix(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"set data\.prompts\.init_args\.path"):
+        FilePrompts(str(tmp_path / "nope.jsonl")).load()
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(ValueError, match="has no rows"):
+        FilePrompts(str(tmp_path / "empty.jsonl")).load()
+    (tmp_path / "p.txt").write_text("x")
+    with pytest.raises(ValueError, match=r"suffix '.txt'; use one of"):
+        FilePrompts(str(tmp_path / "p.txt")).load()
+
+
+def test_template_renders_chat_and_boxed_instruction(tokenizer):
+    ids = PromptTemplate().encode(tokenizer, "What is 2+3?")
+    assert tokenizer.decode(ids) == (
+        "<|im_start|>user\nWhat is 2+3?\nPut your final answer within \\boxed{}.<|im_end|>\n<|im_start|>assistant\n"
+    )
+    plain = PromptTemplate(instruction="Q: {question} A:", chat=False).encode(tokenizer, "1+1?")
+    assert tokenizer.decode(plain) == "Q: 1+1? A:"
+
+
+def test_template_without_placeholder_or_chat_template_names_the_fix(tokenizer):
+    with pytest.raises(ValueError, match=r"no \{question\} placeholder"):
+        PromptTemplate(instruction="Solve it.")
+    bare = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
+    bare.chat_template = None
+    with pytest.raises(ValueError, match=r"has no chat template: set data\.template\.init_args\.chat=false"):
+        PromptTemplate().encode(bare, "1+1?")
