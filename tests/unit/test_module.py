@@ -87,3 +87,14 @@ def test_indivisible_mini_batch_names_the_fix(tiny_model_path):
     module = PolicyModule(tiny_model_path, mini_batch_size=3)
     with pytest.raises(ValueError, match=r"must be divisible by model.mini_batch_size=3"):
         train_on(fixed_batch(vocab=2048), module, steps=1)
+
+
+def test_scheduler_steps_after_every_optimizer_update(tiny_model_path):
+    module = PolicyModule(
+        tiny_model_path,
+        optimizer=lambda p: torch.optim.SGD(p, lr=0.8),
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5),
+        mini_batch_size=2,
+    )
+    train_on(fixed_batch(vocab=2048), module, steps=4)
+    assert module.optimizers().param_groups[0]["lr"] == pytest.approx(0.8 * 0.5**4)
