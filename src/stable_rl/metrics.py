@@ -36,3 +36,46 @@ class StepMetrics:
         values = {name: metric.compute() for name, metric in self._metrics.items()}
         self._metrics = {}
         return values
+
+
+def pass_at_k(correct: Tensor, k: int) -> Tensor:
+    """Unbiased pass@k per problem (Chen et al., 2021): 1 - C(n - c, k) / C(n, k).
+
+    ``correct`` [P, n] of 0/1 (n samples per problem, c of them correct) -> [P], for 1 <= k <= n.
+    """
+    n = correct.shape[-1]
+    if not 1 <= k <= n:
+        raise ValueError(f"pass@{k} needs 1 <= k <= n samples per problem, got n={n}")
+    failures = n - correct.sum(-1).double()  # [P]
+    # C(f, k) / C(n, k) = prod_{i=0}^{k-1} (f - i) / (n - i), zero once f < k
+    ratios = (failures[:, None] - torch.arange(k, dtype=torch.float64, device=correct.device)).clamp(min=0)
+    return (1 - (ratios / (n - torch.arange(k, dtype=torch.float64, device=correct.device))).prod(-1)).float()
+
+
+class PassAtK(Metric):
+    """Mean over problems of the unbiased pass@k; ``update(correct [P, n])``."""
+
+    full_state_update = False
+
+    def __init__(self, k: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.k = k
+        self.add_state("total", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("problems", default=torch.tensor(0), dist_reduce_fx="sum")
+
+    def update(self, correct: Tensor) -> None:
+        self.total += pass_at_k(correct, self.k).double().sum()
+        self.problems += correct.shape[0]
+
+    def compute(self) -> Tensor:
+        return (self.total / self.problems.clamp(min=1)).float()
+
+
+class AvgAtK(PassAtK):
+    """The paper's metric: accuracy averaged over the n samples of each problem, then over problems.
+
+    Equal to pass@1; ``update(correct [P, n])``.
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(k=1, **kwargs)

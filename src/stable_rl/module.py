@@ -6,6 +6,8 @@ Each ``training_step`` receives one global batch of rollouts (P prompts x G resp
    optimizer update per mini-batch (N = 1 is on-policy; N > 1 the paper's off-policy setting),
    each summed over micro-batches and divided by one constant for the whole mini-batch;
 3. logs reward, training-inference KL, entropy, IS and clipping statistics.
+Validation receives verified samples of each benchmark and logs avg@n (the paper's metric) and
+the unbiased pass@k for k = 1, 2, 4, ... <= n.
 Optimisation is manual (several optimizer steps per batch), so ``trainer.global_step`` counts
 optimizer updates; the rollout engine is synced to every new step before it samples.
 """
@@ -16,8 +18,9 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
+from stable_rl.data.datamodule import EvalBatch
 from stable_rl.logprobs import sequence_logprobs
-from stable_rl.metrics import StepMetrics
+from stable_rl.metrics import AvgAtK, PassAtK, StepMetrics
 from stable_rl.objectives import MiniRL, Objective
 from stable_rl.rollout import RolloutBatch
 
@@ -66,6 +69,7 @@ class PolicyModule(L.LightningModule):
         self.automatic_optimization = False
         self.policy: PreTrainedModel | None = None
         self.step_metrics = StepMetrics()
+        self.eval_metrics: dict[str, dict[str, AvgAtK | PassAtK]] = {}
 
     def configure_model(self) -> None:
         if self.policy is None:
@@ -159,3 +163,20 @@ class PolicyModule(L.LightningModule):
     def _grad_norm(self) -> Tensor:
         grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
         return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+
+    def validation_step(self, batch: EvalBatch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        n = batch.rewards.shape[-1]
+        if batch.benchmark not in self.eval_metrics:
+            ks = [2**i for i in range(n.bit_length()) if 2**i <= n]
+            metrics = {f"avg@{n}": AvgAtK()} | {f"pass@{k}": PassAtK(k) for k in ks}
+            self.eval_metrics[batch.benchmark] = {name: m.to(self.device) for name, m in metrics.items()}
+        for metric in self.eval_metrics[batch.benchmark].values():
+            metric.update(batch.rewards)
+
+    def on_validation_epoch_end(self) -> None:
+        for benchmark, metrics in self.eval_metrics.items():
+            for name, metric in metrics.items():
+                # compute() already reduced across ranks; sync_dist averages equal values (vLLM's in-process
+                # torch.distributed group makes Lightning ask for it)
+                self.log(f"val/{benchmark}/{name}", metric.compute(), add_dataloader_idx=False, sync_dist=True)
+        self.eval_metrics = {}

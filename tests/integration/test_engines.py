@@ -38,7 +38,7 @@ def test_engine_logprobs_match_policy_before_and_after_sync(
     engine_cls, tiny_model, tokenizer, tiny_model_path, temperature
 ):
     engine = engine_cls(max_new_tokens=24, temperature=temperature, seed=3)
-    engine.start(tiny_model_path, max_prompt_tokens=64)
+    engine.start(tiny_model_path, max_model_len=128)
     ids = prompts(tokenizer)
     samples = engine.generate(ids, group_size=3, step=0)
     assert len(samples) == 6 and [s.prompt_ids for s in samples[::3]] == ids
@@ -57,7 +57,7 @@ def test_engine_logprobs_match_policy_before_and_after_sync(
 
 def test_same_step_and_seed_give_the_same_samples(engine_cls, tokenizer, tiny_model_path):
     engine = engine_cls(max_new_tokens=16, seed=5)
-    engine.start(tiny_model_path, max_prompt_tokens=64)
+    engine.start(tiny_model_path, max_model_len=128)
     ids = prompts(tokenizer)
     first = engine.generate(ids, group_size=2, step=4)
     again = engine.generate(ids, group_size=2, step=4)

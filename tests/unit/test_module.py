@@ -9,6 +9,9 @@ from stable_rl.module import PolicyModule
 from stable_rl.objectives import CISPO, MiniRL
 from stable_rl.rollout import RolloutBatch, Sample
 
+# these tests hand the trainer one fixed training batch and no benchmarks
+pytestmark = pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
+
 
 def fixed_batch(vocab: int, prompts: int = 2, group: int = 4, version: int = 0) -> RolloutBatch:
     g = torch.Generator().manual_seed(0)

@@ -4,26 +4,37 @@ The dataloader yields only problems (cheap, so Lightning's one-batch prefetch is
 rollout happens in ``on_before_batch_transfer``, which Lightning calls right before each
 ``training_step``, after the previous step's updates. There the engine is synced to the policy's
 current weights, samples G responses per prompt, and the verifier scores them, so every rollout
-comes from the weights of the step right before it (on-policy lag 0).
+comes from the weights of the step right before it (on-policy lag 0). Validation works the same
+way on the ``benchmarks`` (one dataloader each), with its own ``eval_sampling`` and n samples
+per problem, yielding ``EvalBatch`` rewards for avg@n and pass@k.
 """
 
 from dataclasses import dataclass
 
 import lightning as L
 import torch
+from torch import Tensor
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer
 
 from stable_rl.data.prompts import PromptSource
 from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
-from stable_rl.rollout import RolloutBatch, RolloutEngine
+from stable_rl.rollout import RolloutBatch, RolloutEngine, Sampling
 
 
 @dataclass(frozen=True)
 class EncodedProblem:
     prompt_ids: list[int]
     answer: str
+
+
+@dataclass
+class EvalBatch:
+    """Verifier rewards of n samples for each of P problems of one benchmark."""
+
+    rewards: Tensor  # [P, n] float32 in {0, 1}
+    benchmark: str
 
 
 class RolloutDataModule(L.LightningDataModule):
@@ -38,6 +49,11 @@ class RolloutDataModule(L.LightningDataModule):
         group_size: responses per prompt, G (paper: 16); the advantage baseline is their mean.
         max_prompt_tokens: longest prompt accepted; longer ones are an error.
         seed: seed of the prompt order.
+        benchmarks: named evaluation sets, e.g. ``{heldout: ReasoningGymPrompts(seed=1000), asdiv: ASDivPrompts}``;
+            problems whose question is also a training question are dropped from them.
+        eval_samples: samples per evaluation problem, n of avg@n (paper: 32).
+        eval_sampling: how evaluation samples are drawn (default: the engine's training sampling).
+        eval_prompts_per_batch: evaluation problems per engine call.
     """
 
     def __init__(
@@ -50,6 +66,10 @@ class RolloutDataModule(L.LightningDataModule):
         group_size: int = 8,
         max_prompt_tokens: int = 256,
         seed: int = 0,
+        benchmarks: dict[str, PromptSource] | None = None,
+        eval_samples: int = 4,
+        eval_sampling: Sampling | None = None,
+        eval_prompts_per_batch: int = 32,
     ) -> None:
         super().__init__()
         if group_size < 2:
@@ -62,7 +82,12 @@ class RolloutDataModule(L.LightningDataModule):
         self.group_size = group_size
         self.max_prompt_tokens = max_prompt_tokens
         self.seed = seed
+        self.benchmarks = benchmarks or {}
+        self.eval_samples = eval_samples
+        self.eval_sampling = eval_sampling or engine.sampling
+        self.eval_prompts_per_batch = eval_prompts_per_batch
         self.problems: list[EncodedProblem] = []
+        self.eval_problems: dict[str, list[EncodedProblem]] = {}
 
     @property
     def global_batch_size(self) -> int:
@@ -74,13 +99,22 @@ class RolloutDataModule(L.LightningDataModule):
             return
         model_path = self.trainer.lightning_module.model_path
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        self.problems = [self._encode(p.question, p.answer) for p in self.prompts.load()]
+        training = self.prompts.load()
+        self.problems = [self._encode(p.question, p.answer) for p in training]
         if len(self.problems) < self.prompts_per_step:
             raise ValueError(
                 f"{len(self.problems)} problems is fewer than data.prompts_per_step={self.prompts_per_step}: "
                 "give the prompt source more problems or lower prompts_per_step"
             )
-        self.engine.start(model_path, self.max_prompt_tokens)
+        seen = {p.question for p in training}
+        for name, source in self.benchmarks.items():
+            self.eval_problems[name] = [
+                self._encode(p.question, p.answer) for p in source.load() if p.question not in seen
+            ]
+            if not self.eval_problems[name]:
+                raise ValueError(f"benchmark {name!r} has no problems left after removing training questions")
+        longest = max(self.engine.sampling.max_new_tokens, self.eval_sampling.max_new_tokens)
+        self.engine.start(model_path, self.max_prompt_tokens + longest)
 
     def _encode(self, question: str, answer: str) -> EncodedProblem:
         ids = self.template.encode(self.tokenizer, question)
@@ -101,26 +135,50 @@ class RolloutDataModule(L.LightningDataModule):
             collate_fn=list,
         )
 
+    def val_dataloader(self) -> list[DataLoader]:
+        return [
+            DataLoader(problems, batch_size=self.eval_prompts_per_batch, collate_fn=list)
+            for problems in self.eval_problems.values()
+        ]
+
     def on_before_batch_transfer(self, batch, dataloader_idx: int):
         if self.trainer.training:
             return self.rollout(batch)
+        if self.trainer.validating or self.trainer.sanity_checking:
+            return self.evaluate(batch, list(self.eval_problems)[dataloader_idx])
         return batch
+
+    def _sync(self) -> int:
+        """Load the policy's current weights into the engine (a no-op if it has them); returns the step."""
+        step = self.trainer.global_step
+        self.engine.sync(self.trainer.lightning_module.policy.state_dict().items(), version=step)
+        return step
+
+    def _rewards(self, problems: list[EncodedProblem], samples, per_problem: int) -> Tensor:
+        texts = self.tokenizer.batch_decode([s.response_ids for s in samples], skip_special_tokens=True)
+        return self.verifier(texts, [p.answer for p in problems for _ in range(per_problem)])
+
+    @torch.no_grad()
+    def evaluate(self, problems: list[EncodedProblem], benchmark: str) -> EvalBatch:
+        """``eval_samples`` responses per problem with the evaluation sampling, verified."""
+        step = self._sync()
+        samples = self.engine.generate(
+            [p.prompt_ids for p in problems], self.eval_samples, step, sampling=self.eval_sampling
+        )
+        rewards = self._rewards(problems, samples, self.eval_samples)
+        return EvalBatch(rewards=rewards.view(len(problems), self.eval_samples), benchmark=benchmark)
 
     @torch.no_grad()
     def rollout(self, problems: list[EncodedProblem]) -> RolloutBatch:
         """Sync the engine to the current policy, sample G responses per problem, verify them."""
-        step = self.trainer.global_step
-        policy = self.trainer.lightning_module.policy
-        self.engine.sync(policy.state_dict().items(), version=step)
+        step = self._sync()
         samples = self.engine.generate([p.prompt_ids for p in problems], self.group_size, step)
-        texts = self.tokenizer.batch_decode([s.response_ids for s in samples], skip_special_tokens=True)
-        answers = [p.answer for p in problems for _ in range(self.group_size)]
         return RolloutBatch.from_samples(
             samples,
-            rewards=self.verifier(texts, answers),
+            rewards=self._rewards(problems, samples, self.group_size),
             group_size=self.group_size,
             pad_token_id=self.tokenizer.pad_token_id,
-            temperature=self.engine.temperature,
+            temperature=self.engine.sampling.temperature,
             policy_version=step,
         )
 

@@ -8,6 +8,21 @@ from torch import Tensor
 
 
 @dataclass(frozen=True)
+class Sampling:
+    """How responses are sampled (training rollouts and evaluation may differ).
+
+    Args:
+        max_new_tokens: cap on response length.
+        temperature: sampling temperature (0 = greedy); log mu_old is that of the tempered distribution.
+        top_p: nucleus sampling mass (1.0 samples from the full distribution, as the surrogate assumes).
+    """
+
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+
+
+@dataclass(frozen=True)
 class Sample:
     """One sampled response and the engine's log mu_old of each sampled token."""
 
@@ -20,9 +35,7 @@ class RolloutEngine(ABC):
     """Samples G responses per prompt with the policy's current weights.
 
     Args:
-        max_new_tokens: cap on response length.
-        temperature: sampling temperature; log mu_old is that of the tempered distribution.
-        top_p: nucleus sampling mass (1.0 samples from the full distribution, as the surrogate assumes).
+        max_new_tokens, temperature, top_p: the training rollouts' ``Sampling``.
         dtype: the engine's precision, separate from training ("float32" matches training exactly;
             "bfloat16" is a real training-inference mismatch).
         seed: base seed; each request's seed derives from it, the step and its index.
@@ -36,24 +49,26 @@ class RolloutEngine(ABC):
         dtype: str = "float32",
         seed: int = 0,
     ) -> None:
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
+        self.sampling = Sampling(max_new_tokens, temperature, top_p)
         self.dtype = dtype
         self.seed = seed
         self.version: int | None = None  # global step of the weights the engine holds
 
     @abstractmethod
-    def start(self, model_path: str, max_prompt_tokens: int) -> None:
-        """Load the model at ``model_path``; prompts will be at most ``max_prompt_tokens`` long."""
+    def start(self, model_path: str, max_model_len: int) -> None:
+        """Load the model at ``model_path``; prompt plus response will be at most ``max_model_len`` tokens."""
 
     @abstractmethod
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         """Replace the engine's weights in place with the policy's (HF parameter names)."""
 
     @abstractmethod
-    def generate(self, prompt_ids: list[list[int]], group_size: int, step: int) -> list[Sample]:
-        """``group_size`` samples per prompt, grouped by prompt: len = len(prompt_ids) * group_size."""
+    def generate(
+        self, prompt_ids: list[list[int]], group_size: int, step: int, sampling: Sampling | None = None
+    ) -> list[Sample]:
+        """``group_size`` samples per prompt, grouped by prompt: len = len(prompt_ids) * group_size.
+
+        ``sampling`` overrides the engine's training ``Sampling`` (e.g. for evaluation)."""
 
     @abstractmethod
     def close(self) -> None:

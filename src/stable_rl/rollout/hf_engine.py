@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedModel
 
-from stable_rl.rollout.engine import RolloutEngine, Sample
+from stable_rl.rollout.engine import RolloutEngine, Sample, Sampling
 
 
 class HFEngine(RolloutEngine):
@@ -18,16 +18,18 @@ class HFEngine(RolloutEngine):
 
     model: PreTrainedModel
 
-    def start(self, model_path: str, max_prompt_tokens: int) -> None:
+    def start(self, model_path: str, max_model_len: int) -> None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, self.dtype))
         self.model.to(device).eval().requires_grad_(False)
-        self.generation_config = GenerationConfig(
-            do_sample=self.temperature > 0,
-            temperature=self.temperature if self.temperature > 0 else None,
-            top_p=self.top_p,
+
+    def _generation_config(self, sampling: Sampling) -> GenerationConfig:
+        return GenerationConfig(
+            do_sample=sampling.temperature > 0,
+            temperature=sampling.temperature if sampling.temperature > 0 else None,
+            top_p=sampling.top_p,
             top_k=0,
-            max_new_tokens=self.max_new_tokens,
+            max_new_tokens=sampling.max_new_tokens,
             eos_token_id=self.model.generation_config.eos_token_id,
             pad_token_id=self.model.generation_config.pad_token_id,
         )
@@ -36,8 +38,11 @@ class HFEngine(RolloutEngine):
         self.model.load_state_dict(dict(named_tensors), strict=True)
 
     @torch.no_grad()
-    def generate(self, prompt_ids: list[list[int]], group_size: int, step: int) -> list[Sample]:
-        pad, eos = self.generation_config.pad_token_id, self.generation_config.eos_token_id
+    def generate(
+        self, prompt_ids: list[list[int]], group_size: int, step: int, sampling: Sampling | None = None
+    ) -> list[Sample]:
+        config = self._generation_config(sampling or self.sampling)
+        pad, eos = config.pad_token_id, config.eos_token_id
         width = max(map(len, prompt_ids))
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompt_ids])  # [P, W] left-padded
         attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids])
@@ -47,7 +52,7 @@ class HFEngine(RolloutEngine):
             out = self.model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=attention_mask.to(device),
-                generation_config=self.generation_config,
+                generation_config=config,
                 num_return_sequences=group_size,
                 return_dict_in_generate=True,
                 output_scores=True,

