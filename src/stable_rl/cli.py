@@ -6,10 +6,8 @@ stable-rl fit --config recipes/minirl.yaml --config recipes/grpo.yaml
 
 import warnings
 
+from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
-
-from stable_rl.data import RolloutDataModule
-from stable_rl.module import PolicyModule
 
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
 # one after the update: exactly what a resumed run needs (step k's weights with global_step k).
@@ -19,8 +17,8 @@ warnings.filterwarnings("ignore", "Using ModelCheckpoint with manual optimizatio
 def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
     """Run the CLI; ``args`` replaces ``sys.argv[1:]``; ``run=False`` only builds the objects."""
     return LightningCLI(
-        PolicyModule,
-        RolloutDataModule,
+        LightningModule,
+        LightningDataModule,
         subclass_mode_model=True,
         subclass_mode_data=True,
         save_config_kwargs={"overwrite": True},

@@ -12,14 +12,12 @@ Optimisation is manual (several optimizer steps per batch), so ``trainer.global_
 optimizer updates; the rollout engine is synced to every new step before it samples.
 """
 
-import lightning as L
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
-from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from stable_rl.data.datamodule import EvalBatch
-from stable_rl.logprobs import sequence_logprobs
+from stable_rl.hf_policy import HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, StepMetrics
 from stable_rl.objectives import MiniRL, Objective
 from stable_rl.rollout import RolloutBatch
@@ -27,7 +25,7 @@ from stable_rl.rollout import RolloutBatch
 PROGRESS_BAR = ("reward", "kl", "entropy")
 
 
-class PolicyModule(L.LightningModule):
+class PolicyModule(HFPolicyModule):
     """Trains any HF causal LM (dense or MoE) with a policy-gradient ``objective``.
 
     Args:
@@ -55,43 +53,19 @@ class PolicyModule(L.LightningModule):
         dtype: str = "float32",
         logprob_chunk_size: int = 1024,
     ) -> None:
-        super().__init__()
+        super().__init__(model_path, optimizer, lr_scheduler, dtype, logprob_chunk_size)
         self.save_hyperparameters(ignore=["objective", "optimizer", "lr_scheduler"])
-        self.model_path = model_path
         self.objective = objective if objective is not None else MiniRL()
-        self.optimizer_factory = optimizer
-        self.lr_scheduler_factory = lr_scheduler
         self.mini_batch_size = mini_batch_size
         self.micro_batch_size = micro_batch_size
         self.max_grad_norm = max_grad_norm
-        self.dtype_name = dtype
-        self.logprob_chunk_size = logprob_chunk_size
         self.automatic_optimization = False
-        self.policy: PreTrainedModel | None = None
         self.step_metrics = StepMetrics()
         self.eval_metrics: dict[str, dict[str, AvgAtK | PassAtK]] = {}
 
-    def configure_model(self) -> None:
-        if self.policy is None:
-            policy = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=getattr(torch, self.dtype_name))
-            self.policy = policy.train()  # from_pretrained returns eval mode; RL models use no dropout
-
-    def configure_optimizers(self):
-        optimizer = self.optimizer_factory(self.policy.parameters())
-        if self.lr_scheduler_factory is None:
-            return optimizer
-        return {"optimizer": optimizer, "lr_scheduler": self.lr_scheduler_factory(optimizer)}
-
-    def logprobs(self, batch: RolloutBatch) -> tuple[Tensor, Tensor]:
+    def batch_logprobs(self, batch: RolloutBatch) -> tuple[Tensor, Tensor]:
         """Position-aligned log pi and entropy, [M, L] each, at the batch's sampling temperature."""
-        return sequence_logprobs(
-            self.policy,
-            batch.input_ids,
-            batch.attention_mask,
-            batch.response_mask,
-            batch.temperature,
-            self.logprob_chunk_size,
-        )
+        return self.logprobs(batch.input_ids, batch.attention_mask, batch.response_mask, batch.temperature)
 
     def _sizes(self, batch: RolloutBatch) -> tuple[int, int]:
         mini = self.mini_batch_size or batch.num_rows
@@ -107,7 +81,7 @@ class PolicyModule(L.LightningModule):
     @torch.no_grad()
     def old_logprobs(self, batch: RolloutBatch, micro: int) -> tuple[Tensor, Tensor]:
         """log pi_old and entropy of the whole global batch before any update, [M, L] each."""
-        parts = [self.logprobs(chunk) for chunk in batch.split(micro)]
+        parts = [self.batch_logprobs(chunk) for chunk in batch.split(micro)]
         return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
     def training_step(self, batch: RolloutBatch, batch_idx: int) -> None:
@@ -150,7 +124,7 @@ class PolicyModule(L.LightningModule):
 
     def _backward(self, part: RolloutBatch, old_logprobs: Tensor, advantages: Tensor, normalizer: Tensor) -> Tensor:
         """Backward of one micro-batch's share of the mini-batch loss; returns that share, detached."""
-        logprobs, _ = self.logprobs(part)
+        logprobs, _ = self.batch_logprobs(part)
         out = self.objective(logprobs, old_logprobs, part.rollout_logprobs, advantages, part.response_mask)
         loss = out.token_loss.sum() / normalizer
         self.manual_backward(loss)

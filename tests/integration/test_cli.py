@@ -39,12 +39,12 @@ class LagProbe(L.Callback):
     @torch.no_grad()
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         mask = batch.response_mask
-        current, _ = module.logprobs(batch)
+        current, _ = module.batch_logprobs(batch)
         self.errors.append((current - batch.rollout_logprobs)[mask].abs().max().item())
         if self.previous is not None:
             live = {k: v.clone() for k, v in module.policy.state_dict().items()}
             module.policy.load_state_dict(self.previous)
-            before, _ = module.logprobs(batch)
+            before, _ = module.batch_logprobs(batch)
             module.policy.load_state_dict(live)
             self.moves.append((current - before)[mask].abs().max().item())
         self.previous = {k: v.clone() for k, v in module.policy.state_dict().items()}

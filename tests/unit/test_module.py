@@ -69,7 +69,7 @@ def test_first_update_matches_hand_computed_sgd_step(tiny_model_path):
     module.configure_model()
     reference = PolicyModule(tiny_model_path)
     reference.configure_model()
-    logprobs, _ = reference.logprobs(batch)
+    logprobs, _ = reference.batch_logprobs(batch)
     adv = (batch.rewards.view(-1, 4) - batch.rewards.view(-1, 4).mean(-1, keepdim=True)).view(-1, 1)
     weight = (logprobs.detach() - batch.rollout_logprobs).exp().clamp(max=5.0)
     loss = -(weight * adv * logprobs * batch.response_mask).sum() / batch.num_rows

@@ -1,6 +1,7 @@
 """Callbacks, listed under ``trainer.callbacks`` in YAML."""
 
+from stable_rl.callbacks.hf_export import HFExport
 from stable_rl.callbacks.training_report import TrainingReport
 from stable_rl.callbacks.validate_before_training import ValidateBeforeTraining
 
-__all__ = ["TrainingReport", "ValidateBeforeTraining"]
+__all__ = ["HFExport", "TrainingReport", "ValidateBeforeTraining"]

@@ -29,24 +29,42 @@ class ReasoningGymPrompts(PromptSource):
         generators: reasoning-gym dataset names, e.g. ``basic_arithmetic``, ``chain_sum``, ``gsm_symbolic``.
         size: problems per generator.
         seed: generator seed (the same seed gives the same problems).
+        min_terms, max_terms, min_digits, max_digits: difficulty, for generators that have these
+            settings (``basic_arithmetic``, ``chain_sum``); None keeps reasoning-gym's default.
     """
 
-    def __init__(self, generators: list[str] | None = None, size: int = 512, seed: int = 0) -> None:
+    def __init__(
+        self,
+        generators: list[str] | None = None,
+        size: int = 512,
+        seed: int = 0,
+        min_terms: int | None = None,
+        max_terms: int | None = None,
+        min_digits: int | None = None,
+        max_digits: int | None = None,
+    ) -> None:
         self.generators = generators or ["basic_arithmetic"]
         self.size = size
         self.seed = seed
+        difficulty = dict(min_terms=min_terms, max_terms=max_terms, min_digits=min_digits, max_digits=max_digits)
+        self.difficulty = {k: v for k, v in difficulty.items() if v is not None}
 
-    def load(self) -> list[Problem]:
+    def rows(self) -> list[dict]:
+        """reasoning-gym's rows (question, answer, metadata), generator after generator."""
         import reasoning_gym
 
-        problems = []
+        rows = []
         for name in self.generators:
             try:
-                rows = reasoning_gym.create_dataset(name, size=self.size, seed=self.seed)
-            except Exception as error:  # reasoning-gym raises a bare error for unknown names
-                raise ValueError(f"unknown reasoning-gym generator {name!r}: {error}") from error
-            problems += [Problem(row["question"], str(row["answer"])) for row in rows]
-        return problems
+                rows += list(reasoning_gym.create_dataset(name, size=self.size, seed=self.seed, **self.difficulty))
+            except Exception as error:  # reasoning-gym raises bare errors for unknown names and settings
+                raise ValueError(
+                    f"reasoning-gym generator {name!r} with settings {self.difficulty} failed: {error}"
+                ) from error
+        return rows
+
+    def load(self) -> list[Problem]:
+        return [Problem(row["question"], str(row["answer"])) for row in self.rows()]
 
 
 class FilePrompts(PromptSource):

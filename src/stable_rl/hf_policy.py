@@ -1,0 +1,57 @@
+"""The base of every stable-rl LightningModule: an HF causal LM and its optimizer, from YAML."""
+
+import lightning as L
+import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor
+from transformers import AutoModelForCausalLM, PreTrainedModel
+
+from stable_rl.logprobs import sequence_logprobs
+
+
+class HFPolicyModule(L.LightningModule):
+    """Holds ``policy``, any HF causal LM (dense or MoE), loaded from ``model_path``.
+
+    Args:
+        model_path: HF model directory (weights, config, tokenizer), e.g. ``data/tiny-qwen3-moe``.
+        optimizer: optimizer factory, e.g. ``torch.optim.AdamW`` with its ``init_args``.
+        lr_scheduler: optional scheduler factory, stepped after every optimizer update.
+        dtype: training precision of the policy weights ("float32", "bfloat16").
+        logprob_chunk_size: tokens per chunk of the vocabulary head (bounds float32 logits memory).
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        optimizer: OptimizerCallable = torch.optim.AdamW,
+        lr_scheduler: LRSchedulerCallable | None = None,
+        dtype: str = "float32",
+        logprob_chunk_size: int = 1024,
+    ) -> None:
+        super().__init__()
+        self.model_path = model_path
+        self.optimizer_factory = optimizer
+        self.lr_scheduler_factory = lr_scheduler
+        self.dtype_name = dtype
+        self.logprob_chunk_size = logprob_chunk_size
+        self.policy: PreTrainedModel | None = None
+
+    def configure_model(self) -> None:
+        if self.policy is None:
+            policy = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=getattr(torch, self.dtype_name))
+            self.policy = policy.train()  # from_pretrained returns eval mode; RL models use no dropout
+
+    def configure_optimizers(self):
+        optimizer = self.optimizer_factory(self.policy.parameters())
+        if self.lr_scheduler_factory is None:
+            return optimizer
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": self.lr_scheduler_factory(optimizer), "interval": "step"},
+        }
+
+    def logprobs(self, input_ids: Tensor, attention_mask: Tensor, response_mask: Tensor, temperature: float = 1.0):
+        """Position-aligned log pi and entropy, [M, L] each (see ``sequence_logprobs``)."""
+        return sequence_logprobs(
+            self.policy, input_ids, attention_mask, response_mask, temperature, self.logprob_chunk_size
+        )

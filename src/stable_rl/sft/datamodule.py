@@ -1,0 +1,94 @@
+"""Worked solutions for the cold start: question -> short steps -> \\boxed{answer}."""
+
+from dataclasses import dataclass
+
+import lightning as L
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader
+from transformers import AutoTokenizer
+
+from stable_rl.data.prompts import ReasoningGymPrompts
+from stable_rl.data.solutions import worked_solution
+from stable_rl.data.template import PromptTemplate
+
+
+@dataclass
+class TokenBatch:
+    """Right-padded prompt + response rows; the loss is taken on response tokens."""
+
+    input_ids: Tensor  # [M, L] long
+    attention_mask: Tensor  # [M, L] bool
+    response_mask: Tensor  # [M, L] bool
+
+    @classmethod
+    def pack(cls, rows: list[tuple[list[int], list[int]]], pad_token_id: int) -> "TokenBatch":
+        length = max(len(p) + len(r) for p, r in rows)
+        input_ids = torch.full((len(rows), length), pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros(len(rows), length, dtype=torch.bool)
+        response_mask = torch.zeros(len(rows), length, dtype=torch.bool)
+        for i, (prompt, response) in enumerate(rows):
+            end = len(prompt) + len(response)
+            input_ids[i, :end] = torch.tensor(prompt + response)
+            attention_mask[i, :end] = True
+            response_mask[i, len(prompt) : end] = True
+        return cls(input_ids, attention_mask, response_mask)
+
+
+class SFTDataModule(L.LightningDataModule):
+    """Supervised pairs (prompt, worked solution ending in the EOS token) from reasoning-gym.
+
+    Args:
+        prompts: the problems; every row a ``worked_solution`` exists for is used.
+        template: how questions become prompt tokens (the same template the RL recipes use).
+        batch_size: pairs per optimizer step.
+        val_size: pairs held out (the last ones) for the validation loss.
+        seed: seed of the shuffling.
+    """
+
+    def __init__(
+        self,
+        prompts: ReasoningGymPrompts,
+        template: PromptTemplate | None = None,
+        batch_size: int = 64,
+        val_size: int = 256,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        self.prompts = prompts
+        self.template = template if template is not None else PromptTemplate()
+        self.batch_size = batch_size
+        self.val_size = val_size
+        self.seed = seed
+        self.pairs: list[tuple[list[int], list[int]]] = []
+
+    def setup(self, stage: str) -> None:
+        if self.pairs:
+            return
+        self.tokenizer = AutoTokenizer.from_pretrained(self.trainer.lightning_module.model_path)
+        eos = self.tokenizer.eos_token_id
+        for row in self.prompts.rows():
+            solution = worked_solution(row)
+            if solution is not None:
+                response = self.tokenizer(solution, add_special_tokens=False)["input_ids"] + [eos]
+                self.pairs.append((self.template.encode(self.tokenizer, row["question"]), response))
+        if len(self.pairs) <= self.val_size:
+            raise ValueError(
+                f"{len(self.pairs)} worked solutions, not more than data.val_size={self.val_size}: "
+                "raise data.prompts.init_args.size or lower val_size"
+            )
+
+    def _loader(self, pairs, shuffle: bool) -> DataLoader:
+        return DataLoader(
+            pairs,
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            generator=torch.Generator().manual_seed(self.seed),
+            collate_fn=lambda rows: TokenBatch.pack(rows, self.tokenizer.pad_token_id),
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.pairs[: -self.val_size], shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.pairs[-self.val_size :], shuffle=False)

@@ -1,0 +1,64 @@
+"""The cold start: packing, the SFT loss against HF's own causal-LM loss, and the atomic HF export."""
+
+from types import SimpleNamespace
+
+import lightning as L
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from stable_rl.callbacks import HFExport
+from stable_rl.data import ReasoningGymPrompts
+from stable_rl.sft import SFTDataModule, SFTModule, TokenBatch
+
+
+def test_pack_right_pads_and_marks_responses():
+    batch = TokenBatch.pack([([5, 6], [7, 8, 9]), ([5], [7])], pad_token_id=0)
+    assert batch.input_ids.tolist() == [[5, 6, 7, 8, 9], [5, 7, 0, 0, 0]]
+    assert batch.attention_mask.tolist() == [[True] * 5, [True, True, False, False, False]]
+    assert batch.response_mask.tolist() == [[False, False, True, True, True], [False, True, False, False, False]]
+
+
+def test_sft_loss_is_hf_causal_lm_loss_on_response_tokens(tiny_model_path):
+    module = SFTModule(tiny_model_path)
+    module.configure_model()
+    batch = TokenBatch.pack([([1, 50, 60, 70], [80, 90, 2]), ([1, 55], [66, 2])], pad_token_id=0)
+    labels = batch.input_ids.masked_fill(~batch.response_mask, -100)
+    with torch.no_grad():
+        expected = module.policy(input_ids=batch.input_ids, attention_mask=batch.attention_mask, labels=labels).loss
+        got = module._loss(batch)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+class Exporter(L.LightningModule):
+    def __init__(self, model_path):
+        super().__init__()
+        self.model_path = model_path
+        self.policy = AutoModelForCausalLM.from_pretrained(model_path)
+
+
+def test_hf_export_replaces_the_directory_whole(tiny_model_path, tmp_path):
+    target = tmp_path / "export"
+    target.mkdir()
+    (target / "stale.txt").write_text("from an older export")
+    module = Exporter(tiny_model_path)
+    with torch.no_grad():
+        module.policy.lm_head.weight.add_(1.0)
+    HFExport(str(target)).on_train_end(trainer=None, pl_module=module)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # no .partial / .previous left
+    assert not (target / "stale.txt").exists()
+    loaded = AutoModelForCausalLM.from_pretrained(target)
+    torch.testing.assert_close(loaded.lm_head.weight, module.policy.lm_head.weight)
+    assert (target / "tokenizer.json").exists()
+
+
+@pytest.mark.parametrize("generator", ["basic_arithmetic", "chain_sum"])
+def test_sft_pairs_are_prompt_then_solution_then_eos(tiny_model_path, tokenizer, generator):
+    data = SFTDataModule(ReasoningGymPrompts([generator], size=8, seed=3, max_terms=2, max_digits=1), val_size=2)
+    data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model_path=tiny_model_path))
+    data.setup("fit")
+    prompt, response = data.pairs[0]
+    text = tokenizer.decode(prompt + response)
+    assert text.startswith("<|im_start|>user\n") and text.endswith("}<|im_end|>")
+    assert "<|im_start|>assistant\n" in tokenizer.decode(prompt)
+    assert "\\boxed{" in tokenizer.decode(response)
