@@ -1,11 +1,14 @@
 """pass@k and avg@k against hand-computed values."""
 
 import math
+from unittest.mock import patch
 
 import pytest
 import torch
 
+from stable_rl.data import EvalBatch
 from stable_rl.metrics import AvgAtK, PassAtK, pass_at_k
+from stable_rl.module import PolicyModule
 
 
 def test_pass_at_k_hand_computed():
@@ -29,3 +32,27 @@ def test_avg_and_pass_at_k_accumulate_over_batches():
         pass2.update(batch)
     assert avg.compute().item() == pytest.approx((0.25 + 0.5 + 0.0) / 3)
     assert pass2.compute().item() == pytest.approx((0.5 + 5 / 6 + 0.0) / 3)
+
+
+def test_validation_logs_avg_and_pass_at_k_of_fixed_generations(tiny_model_path):
+    """PolicyModule's validation on fixed verifier results: 2 batches of one benchmark, n = 4."""
+    module = PolicyModule(tiny_model_path)
+    logged = {}
+    with patch.object(PolicyModule, "log", lambda self, name, value, **kw: logged.__setitem__(name, value.item())):
+        module.validation_step(EvalBatch(torch.tensor([[1.0, 0, 0, 0], [1, 1, 1, 1]]), "heldout"), 0)
+        module.validation_step(EvalBatch(torch.tensor([[0.0, 0, 0, 0]]), "heldout"), 1)
+        module.validation_step(EvalBatch(torch.tensor([[1.0, 1, 0, 0]]), "asdiv"), 0)
+        module.on_validation_epoch_end()
+    assert logged == pytest.approx(
+        {
+            "val/heldout/avg@4": (0.25 + 1 + 0) / 3,
+            "val/heldout/pass@1": (0.25 + 1 + 0) / 3,
+            "val/heldout/pass@2": (0.5 + 1 + 0) / 3,
+            "val/heldout/pass@4": (1 + 1 + 0) / 3,
+            "val/asdiv/avg@4": 0.5,
+            "val/asdiv/pass@1": 0.5,
+            "val/asdiv/pass@2": 5 / 6,
+            "val/asdiv/pass@4": 1.0,
+        }
+    )
+    assert module.eval_metrics == {}  # the next validation starts afresh
