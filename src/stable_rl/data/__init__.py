@@ -1,7 +1,7 @@
 """Prompt sources, the prompt template, the verifier and the RolloutDataModule."""
 
 from stable_rl.data.benchmarks import ASDivPrompts, ChampPrompts
-from stable_rl.data.datamodule import EvalBatch, RolloutDataModule
+from stable_rl.data.datamodule import RolloutDataModule
 from stable_rl.data.prompts import FilePrompts, Problem, PromptSource, ReasoningGymPrompts
 from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
@@ -9,7 +9,6 @@ from stable_rl.data.verifier import MathVerifier
 __all__ = [
     "ASDivPrompts",
     "ChampPrompts",
-    "EvalBatch",
     "FilePrompts",
     "MathVerifier",
     "Problem",

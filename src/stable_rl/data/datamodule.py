@@ -20,21 +20,14 @@ from transformers import AutoTokenizer
 from stable_rl.data.prompts import PromptSource
 from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
-from stable_rl.rollout import RolloutBatch, RolloutEngine, Sampling
+from stable_rl.padding import pad_id
+from stable_rl.rollout import EvalBatch, RolloutBatch, RolloutEngine, Sampling
 
 
 @dataclass(frozen=True)
 class EncodedProblem:
     prompt_ids: list[int]
     answer: str
-
-
-@dataclass
-class EvalBatch:
-    """Verifier rewards of n samples for each of P problems of one benchmark."""
-
-    rewards: Tensor  # [P, n] float32 in {0, 1}
-    benchmark: str
 
 
 class RolloutDataModule(L.LightningDataModule):
@@ -74,6 +67,12 @@ class RolloutDataModule(L.LightningDataModule):
         super().__init__()
         if group_size < 2:
             raise ValueError(f"group_size={group_size}: the group baseline needs data.group_size >= 2")
+        if engine.sampling.temperature <= 0 or engine.sampling.top_p != 1.0:
+            raise ValueError(
+                f"training rollouts need temperature > 0 and top_p = 1 (got {engine.sampling.temperature}, "
+                f"{engine.sampling.top_p}): the surrogate's IS weight pi_theta/mu_old compares full tempered "
+                "distributions; set greedy or nucleus sampling in data.eval_sampling only"
+            )
         self.prompts = prompts
         self.engine = engine
         self.verifier = verifier if verifier is not None else MathVerifier()
@@ -95,9 +94,15 @@ class RolloutDataModule(L.LightningDataModule):
         return self.prompts_per_step * self.group_size
 
     def setup(self, stage: str) -> None:
-        if self.problems:
-            return
         model_path = self.trainer.lightning_module.model_path
+        if not self.problems:
+            self._load_problems(model_path)
+        if not self.engine.running:  # also after a teardown, e.g. validate after fit in one process
+            longest = max(self.engine.sampling.max_new_tokens, self.eval_sampling.max_new_tokens)
+            self.engine.start(model_path, self.max_prompt_tokens + longest)
+
+    def _load_problems(self, model_path: str) -> None:
+        """Tokenize the training problems and the benchmarks (minus training questions)."""
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         training = self.prompts.load()
         self.problems = [self._encode(p.question, p.answer) for p in training]
@@ -113,8 +118,6 @@ class RolloutDataModule(L.LightningDataModule):
             ]
             if not self.eval_problems[name]:
                 raise ValueError(f"benchmark {name!r} has no problems left after removing training questions")
-        longest = max(self.engine.sampling.max_new_tokens, self.eval_sampling.max_new_tokens)
-        self.engine.start(model_path, self.max_prompt_tokens + longest)
 
     def _encode(self, question: str, answer: str) -> EncodedProblem:
         ids = self.template.encode(self.tokenizer, question)
@@ -177,7 +180,7 @@ class RolloutDataModule(L.LightningDataModule):
             samples,
             rewards=self._rewards(problems, samples, self.group_size),
             group_size=self.group_size,
-            pad_token_id=self.tokenizer.pad_token_id,
+            pad_token_id=pad_id(self.tokenizer),
             temperature=self.engine.sampling.temperature,
             policy_version=step,
         )

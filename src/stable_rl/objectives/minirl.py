@@ -45,19 +45,18 @@ def minirl_token_loss(
     detached = logprobs.detach()  # [M, T]
     log_is = detached - rollout_logprobs  # [M, T] log pi_theta/mu_old
     is_weight = torch.exp(log_is.clamp(max=math.log(is_cap)))  # [M, T] = min(pi_theta/mu_old, C)
-    if not train_infer_is:
-        is_weight = torch.ones_like(is_weight)
+    applied = is_weight if train_infer_is else torch.ones_like(is_weight)  # the ablation drops it
     ratio = torch.exp(detached - old_logprobs)  # [M, T] pi_theta/pi_old
     keep = decoupled_clip_mask(ratio, advantages, eps_low, eps_high) if clip else torch.ones_like(response_mask)
     keep = keep & response_mask  # [M, T]
-    token_loss = -(keep * is_weight * advantages * logprobs)  # [M, T]
+    token_loss = -(keep * applied * advantages * logprobs)  # [M, T]
     if length_norm:
         token_loss = token_loss / response_lengths(response_mask)
     return LossOutput(
         token_loss=token_loss,
         token_metrics={
-            "is_weight": is_weight,
-            "is_truncated": (log_is > math.log(is_cap)).float() if train_infer_is else torch.zeros_like(log_is),
+            "is_weight": is_weight,  # what MiniRL would apply, also logged when the ablation drops it
+            "is_truncated": (log_is > math.log(is_cap)).float(),
             "clip_fraction": (~keep & response_mask).float(),
         },
     )

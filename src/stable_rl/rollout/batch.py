@@ -5,6 +5,7 @@ from dataclasses import dataclass, fields, replace
 import torch
 from torch import Tensor
 
+from stable_rl.padding import right_pad
 from stable_rl.rollout.engine import Sample
 
 
@@ -51,18 +52,10 @@ class RolloutBatch:
         policy_version: int,
     ) -> "RolloutBatch":
         """Pack engine samples (grouped by prompt) into right-padded tensors."""
-        length = max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
-        rows = len(samples)
-        input_ids = torch.full((rows, length), pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros(rows, length, dtype=torch.bool)
-        response_mask = torch.zeros(rows, length, dtype=torch.bool)
-        rollout_logprobs = torch.zeros(rows, length, dtype=torch.float32)
-        for i, s in enumerate(samples):
-            start, end = len(s.prompt_ids), len(s.prompt_ids) + len(s.response_ids)
-            input_ids[i, :end] = torch.tensor(s.prompt_ids + s.response_ids)
-            attention_mask[i, :end] = True
-            response_mask[i, start:end] = True
-            rollout_logprobs[i, start:end] = torch.tensor(s.logprobs, dtype=torch.float32)
+        rows = [(s.prompt_ids, s.response_ids) for s in samples]
+        input_ids, attention_mask, response_mask = right_pad(rows, pad_token_id)
+        rollout_logprobs = torch.zeros(input_ids.shape, dtype=torch.float32)
+        rollout_logprobs[response_mask] = torch.tensor([lp for s in samples for lp in s.logprobs], dtype=torch.float32)
         return cls(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -73,3 +66,11 @@ class RolloutBatch:
             temperature=temperature,
             policy_version=policy_version,
         )
+
+
+@dataclass
+class EvalBatch:
+    """Verifier rewards of n samples for each of P problems of one benchmark."""
+
+    rewards: Tensor  # [P, n] float32 in {0, 1}
+    benchmark: str

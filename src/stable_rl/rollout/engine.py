@@ -3,8 +3,11 @@
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from torch import Tensor
+
+Dtype = Literal["float32", "bfloat16", "float16"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class RolloutEngine(ABC):
         max_new_tokens: int = 64,
         temperature: float = 1.0,
         top_p: float = 1.0,
-        dtype: str = "float32",
+        dtype: Dtype = "float32",
         seed: int = 0,
     ) -> None:
         self.sampling = Sampling(max_new_tokens, temperature, top_p)
@@ -68,11 +71,21 @@ class RolloutEngine(ABC):
     ) -> list[Sample]:
         """``group_size`` samples per prompt, grouped by prompt: len = len(prompt_ids) * group_size.
 
-        ``sampling`` overrides the engine's training ``Sampling`` (e.g. for evaluation)."""
+        ``sampling`` (evaluation) replaces the engine's training ``Sampling`` and draws from a
+        separate seed stream."""
 
     @abstractmethod
     def close(self) -> None:
-        """Release the engine's resources."""
+        """Release the engine's resources; ``start`` may be called again after."""
+
+    @property
+    @abstractmethod
+    def running(self) -> bool:
+        """Whether ``start`` has loaded a model that ``close`` has not released."""
+
+    def stream(self, sampling: Sampling | None) -> int:
+        """Seed stream: 0 for training rollouts, 1 for evaluation."""
+        return 0 if sampling is None else 1
 
     def sync(self, named_tensors: Iterable[tuple[str, Tensor]], version: int) -> None:
         """Load the policy's weights of global step ``version`` unless the engine holds them already."""
@@ -80,6 +93,9 @@ class RolloutEngine(ABC):
             self.load_weights(named_tensors)
             self.version = version
 
-    def request_seed(self, step: int, index: int) -> int:
-        """A reproducible seed per (step, request) so a resumed run samples the same responses."""
-        return (self.seed * 1_000_003 + step * 10_007 + index) % (2**31 - 1)
+    def request_seed(self, step: int, index: int, group_size: int, stream: int = 0) -> int:
+        """A reproducible seed for prompt ``index`` of ``step``; its G samples use seed + 0..G-1 (vLLM's
+        rule for ``n > 1``), so no two samples of a step share one. ``stream`` separates training
+        rollouts (0) from evaluation (1)."""
+        base = ((self.seed * 1_000_003 + stream * 100_003 + step) * 1_000_003) % (2**31 - 1)
+        return (base + index * group_size) % (2**31 - 1)

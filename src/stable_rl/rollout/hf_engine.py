@@ -6,17 +6,19 @@ import torch
 from torch import Tensor
 from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedModel
 
+from stable_rl.logprobs import sequence_logprobs
+from stable_rl.padding import right_pad
 from stable_rl.rollout.engine import RolloutEngine, Sample, Sampling
 
 
 class HFEngine(RolloutEngine):
     """Samples with a private copy of the policy (in the engine's own ``dtype``) via ``generate``.
 
-    Log mu_old are taken from the processed scores, i.e. of the tempered, top-p-filtered
-    distribution the tokens were drawn from. Args as in ``RolloutEngine``.
+    Log mu_old are rescored by one forward pass of the engine's own model at the sampling
+    temperature (training samples from the full distribution, top_p = 1). Args as in ``RolloutEngine``.
     """
 
-    model: PreTrainedModel
+    model: PreTrainedModel | None = None
 
     def start(self, model_path: str, max_model_len: int) -> None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -24,14 +26,19 @@ class HFEngine(RolloutEngine):
         self.model.to(device).eval().requires_grad_(False)
 
     def _generation_config(self, sampling: Sampling) -> GenerationConfig:
+        ids = {
+            "eos_token_id": self.model.generation_config.eos_token_id,
+            "pad_token_id": self.model.generation_config.pad_token_id,
+        }
+        if sampling.temperature == 0:
+            return GenerationConfig(do_sample=False, max_new_tokens=sampling.max_new_tokens, **ids)
         return GenerationConfig(
-            do_sample=sampling.temperature > 0,
-            temperature=sampling.temperature if sampling.temperature > 0 else None,
+            do_sample=True,
+            temperature=sampling.temperature,
             top_p=sampling.top_p,
             top_k=0,
             max_new_tokens=sampling.max_new_tokens,
-            eos_token_id=self.model.generation_config.eos_token_id,
-            pad_token_id=self.model.generation_config.pad_token_id,
+            **ids,
         )
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
@@ -41,30 +48,47 @@ class HFEngine(RolloutEngine):
     def generate(
         self, prompt_ids: list[list[int]], group_size: int, step: int, sampling: Sampling | None = None
     ) -> list[Sample]:
-        config = self._generation_config(sampling or self.sampling)
-        pad, eos = config.pad_token_id, config.eos_token_id
+        stream = self.stream(sampling)
+        sampling = sampling or self.sampling
+        config = self._generation_config(sampling)
+        eos = set(config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id])
         width = max(map(len, prompt_ids))
-        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompt_ids])  # [P, W] left-padded
+        input_ids = torch.tensor([[config.pad_token_id] * (width - len(p)) + p for p in prompt_ids])  # [P, W]
         attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids])
         device = self.model.device
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            torch.manual_seed(self.request_seed(step, 0))
-            out = self.model.generate(
+            torch.manual_seed(self.request_seed(step, 0, group_size, stream))
+            sequences = self.model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=attention_mask.to(device),
                 generation_config=config,
                 num_return_sequences=group_size,
-                return_dict_in_generate=True,
-                output_scores=True,
             )
-        responses = out.sequences[:, width:].cpu()  # [P*G, N]
-        scores = torch.stack(out.scores, dim=1).float().log_softmax(-1).cpu()  # [P*G, N, V]
-        logprobs = scores.gather(-1, responses[..., None])[..., 0]  # [P*G, N]
-        samples = []
-        for row, (tokens, lps) in enumerate(zip(responses.tolist(), logprobs.tolist(), strict=True)):
-            length = tokens.index(eos) + 1 if eos in tokens else len(tokens)
-            samples.append(Sample(prompt_ids[row // group_size], tokens[:length], lps[:length]))
-        return samples
+        responses = []
+        for tokens in sequences[:, width:].tolist():  # [P*G, N], padded after the first EOS
+            end = next((i + 1 for i, token in enumerate(tokens) if token in eos), len(tokens))
+            responses.append(tokens[:end])
+        return self._score(prompt_ids, responses, group_size, sampling.temperature or 1.0)  # greedy: raw dist.
+
+    def _score(self, prompt_ids, responses, group_size: int, temperature: float) -> list[Sample]:
+        """log mu_old of each sampled token: one forward of the engine's model at the temperature
+        (no per-step [batch, vocab] scores kept during generation)."""
+        rows = [(prompt_ids[i // group_size], response) for i, response in enumerate(responses)]
+        input_ids, attention_mask, response_mask = right_pad(rows, pad_token_id=0)
+        device = self.model.device
+        logprobs, _ = sequence_logprobs(
+            self.model, input_ids.to(device), attention_mask.to(device), response_mask.to(device), temperature
+        )
+        logprobs = logprobs.float().cpu()
+        return [
+            Sample(prompt, response, logprobs[i][response_mask[i]].tolist())
+            for i, (prompt, response) in enumerate(rows)
+        ]
 
     def close(self) -> None:
         self.model = None
+        self.version = None
+
+    @property
+    def running(self) -> bool:
+        return self.model is not None

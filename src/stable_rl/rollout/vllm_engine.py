@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from torch import Tensor
 
-from stable_rl.rollout.engine import RolloutEngine, Sample, Sampling
+from stable_rl.rollout.engine import Dtype, RolloutEngine, Sample, Sampling
 
 
 class VLLMEngine(RolloutEngine):
@@ -27,7 +27,7 @@ class VLLMEngine(RolloutEngine):
         max_new_tokens: int = 64,
         temperature: float = 1.0,
         top_p: float = 1.0,
-        dtype: str = "float32",
+        dtype: Dtype = "float32",
         seed: int = 0,
         kv_cache_memory_bytes: int | None = 256 * 2**20,
         gpu_memory_utilization: float = 0.3,
@@ -89,6 +89,7 @@ class VLLMEngine(RolloutEngine):
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
+        stream = self.stream(sampling)
         sampling = sampling or self.sampling
         params = [
             SamplingParams(
@@ -97,7 +98,7 @@ class VLLMEngine(RolloutEngine):
                 top_p=sampling.top_p,
                 max_tokens=sampling.max_new_tokens,
                 logprobs=0,
-                seed=self.request_seed(step, index),
+                seed=self.request_seed(step, index, group_size, stream),
             )
             for index in range(len(prompt_ids))
         ]
@@ -117,6 +118,11 @@ class VLLMEngine(RolloutEngine):
 
     def close(self) -> None:
         self.llm = None
+        self.version = None
+
+    @property
+    def running(self) -> bool:
+        return self.llm is not None
 
 
 def _repack_cpu_experts(model) -> int:

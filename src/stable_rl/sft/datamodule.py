@@ -11,6 +11,7 @@ from transformers import AutoTokenizer
 from stable_rl.data.prompts import ReasoningGymPrompts
 from stable_rl.data.solutions import worked_solution
 from stable_rl.data.template import PromptTemplate
+from stable_rl.padding import pad_id, right_pad
 
 
 @dataclass
@@ -23,16 +24,7 @@ class TokenBatch:
 
     @classmethod
     def pack(cls, rows: list[tuple[list[int], list[int]]], pad_token_id: int) -> "TokenBatch":
-        length = max(len(p) + len(r) for p, r in rows)
-        input_ids = torch.full((len(rows), length), pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros(len(rows), length, dtype=torch.bool)
-        response_mask = torch.zeros(len(rows), length, dtype=torch.bool)
-        for i, (prompt, response) in enumerate(rows):
-            end = len(prompt) + len(response)
-            input_ids[i, :end] = torch.tensor(prompt + response)
-            attention_mask[i, :end] = True
-            response_mask[i, len(prompt) : end] = True
-        return cls(input_ids, attention_mask, response_mask)
+        return cls(*right_pad(rows, pad_token_id))
 
 
 class SFTDataModule(L.LightningDataModule):
@@ -84,7 +76,7 @@ class SFTDataModule(L.LightningDataModule):
             batch_size=self.batch_size,
             shuffle=shuffle,
             generator=torch.Generator().manual_seed(self.seed),
-            collate_fn=lambda rows: TokenBatch.pack(rows, self.tokenizer.pad_token_id),
+            collate_fn=lambda rows: TokenBatch.pack(rows, pad_id(self.tokenizer)),
         )
 
     def train_dataloader(self) -> DataLoader:

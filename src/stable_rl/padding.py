@@ -1,0 +1,26 @@
+"""Right-padding of (prompt, response) token rows, shared by rollout and SFT batches."""
+
+import torch
+from torch import Tensor
+
+
+def right_pad(rows: list[tuple[list[int], list[int]]], pad_token_id: int) -> tuple[Tensor, Tensor, Tensor]:
+    """``(prompt_ids, response_ids)`` rows -> input_ids [M, L], attention_mask [M, L], response_mask [M, L].
+
+    ``response_mask[i, t]`` is True where token t of row i belongs to the response.
+    """
+    length = max(len(prompt) + len(response) for prompt, response in rows)
+    input_ids = torch.full((len(rows), length), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros(len(rows), length, dtype=torch.bool)
+    response_mask = torch.zeros(len(rows), length, dtype=torch.bool)
+    for i, (prompt, response) in enumerate(rows):
+        end = len(prompt) + len(response)
+        input_ids[i, :end] = torch.tensor(prompt + response)
+        attention_mask[i, :end] = True
+        response_mask[i, len(prompt) : end] = True
+    return input_ids, attention_mask, response_mask
+
+
+def pad_id(tokenizer) -> int:
+    """The tokenizer's padding id, or its EOS id where it has none (padding is always masked out)."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
