@@ -12,6 +12,9 @@ from lightning.pytorch.cli import LightningCLI
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
 # one after the update: exactly what a resumed run needs (step k's weights with global_step k).
 warnings.filterwarnings("ignore", "Using ModelCheckpoint with manual optimization", UserWarning)
+# vLLM initialises torch.distributed in this process (a world of one), so Lightning asks for sync_dist on
+# epoch-level logs; the validation metrics are torchmetrics, already reduced across ranks by compute().
+warnings.filterwarnings("ignore", r"It is recommended to use `self.log\('val/")
 
 
 def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:

@@ -155,7 +155,5 @@ class PolicyModule(HFPolicyModule):
     def on_validation_epoch_end(self) -> None:
         for benchmark, metrics in self.eval_metrics.items():
             for name, metric in metrics.items():
-                # compute() already reduced across ranks; sync_dist averages equal values (vLLM's in-process
-                # torch.distributed group makes Lightning ask for it)
-                self.log(f"val/{benchmark}/{name}", metric.compute(), add_dataloader_idx=False, sync_dist=True)
+                self.log(f"val/{benchmark}/{name}", metric.compute(), add_dataloader_idx=False)  # reduced by compute()
         self.eval_metrics = {}

@@ -28,7 +28,9 @@ class ReasoningGymPrompts(PromptSource):
     Args:
         generators: reasoning-gym dataset names, e.g. ``basic_arithmetic``, ``chain_sum``, ``gsm_symbolic``.
         size: problems per generator.
-        seed: generator seed (the same seed gives the same problems).
+        seed: generator seed (the same seed gives the same problems). reasoning-gym derives problem i
+            from seed + i, so sources whose seed ranges [seed, seed + size) overlap share problems:
+            keep training, cold-start and held-out seeds far apart (the recipes use 1, 100000, 1000000).
         min_terms, max_terms, min_digits, max_digits: difficulty, for generators that have these
             settings (``basic_arithmetic``, ``chain_sum``); None keeps reasoning-gym's default.
     """
