@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
 from stable_rl.logprobs import sequence_logprobs, token_logprobs_and_entropy
 
@@ -47,3 +48,33 @@ def test_sequence_logprobs_are_position_aligned(tiny_model):
     expected_entropy[:, 1:] = -(full.exp() * full).sum(-1)[:, :-1]
     torch.testing.assert_close(logprobs, expected * response_mask, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(entropy, expected_entropy * response_mask, rtol=1e-5, atol=1e-5)
+
+
+def test_sequence_logprobs_gradient_matches_full_model_autograd(tiny_model_path):
+    """The chunked, checkpointed head gives the same parameter gradients as log_softmax of the full logits
+    (in float64, so that only a real difference, not summation order, can fail the comparison)."""
+    tiny_model = AutoModelForCausalLM.from_pretrained(
+        tiny_model_path,
+        dtype=torch.float64,
+        experts_implementation="eager",  # grouped_mm has no float64
+    )
+    g = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(3, tiny_model.config.vocab_size, (2, 8), generator=g)
+    attention_mask = torch.ones(2, 8, dtype=torch.bool)
+    response_mask = torch.zeros(2, 8, dtype=torch.bool)
+    response_mask[:, 3:] = True
+    coeffs = torch.randn(2, 8, generator=g, dtype=torch.float64)
+
+    logprobs, _ = sequence_logprobs(tiny_model, input_ids, attention_mask, response_mask, temperature=0.8, chunk_size=3)
+    (logprobs * coeffs).sum().backward()
+    chunked = {n: p.grad.clone() for n, p in tiny_model.named_parameters() if p.grad is not None}
+    tiny_model.zero_grad()
+
+    full = (tiny_model(input_ids=input_ids, attention_mask=attention_mask).logits / 0.8).log_softmax(-1)
+    reference = torch.zeros(2, 8, dtype=torch.float64)
+    reference[:, 1:] = full[:, :-1].gather(-1, input_ids[:, 1:, None])[..., 0]
+    (reference * response_mask * coeffs).sum().backward()
+    assert chunked.keys() == {n for n, p in tiny_model.named_parameters() if p.grad is not None}
+    for name, param in tiny_model.named_parameters():
+        if param.grad is not None:
+            torch.testing.assert_close(chunked[name], param.grad, rtol=1e-10, atol=1e-12, msg=name)
