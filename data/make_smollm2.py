@@ -29,7 +29,9 @@ def main() -> None:
     package = Path(spec.origin).parent
     tokenizer = AutoTokenizer.from_pretrained(package, gguf_file=GGUF)
     quantized = AutoModelForCausalLM.from_pretrained(package, gguf_file=GGUF, dtype=torch.float32)
-    model = AutoModelForCausalLM.from_config(quantized.config, dtype=torch.float32)
+    config = quantized.config
+    del config.quantization_config  # the saved weights are plain float32, not GGUF
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(quantized.state_dict())
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id

@@ -29,6 +29,7 @@ SMALL_SFT = [
     "--data.init_args.prompts.init_args.size=40",
     "--data.init_args.val_size=8",
     "--data.init_args.batch_size=4",
+    "--trainer.log_every_n_steps=1",
     "--trainer.enable_progress_bar=false",
     "--trainer.limit_val_batches=1",
     "--trainer.callbacks=[]",

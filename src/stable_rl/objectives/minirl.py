@@ -84,14 +84,24 @@ class MiniRL(Objective):
         train_infer_is: bool = True,
     ) -> None:
         super().__init__(std_normalize=False, normalize_by="sequences")
-        self.kwargs = dict(
-            is_cap=is_cap,
-            eps_low=eps_low,
-            eps_high=eps_high,
-            clip=clip,
-            length_norm=length_norm,
-            train_infer_is=train_infer_is,
-        )
+        self.is_cap = is_cap
+        self.eps_low = eps_low
+        self.eps_high = eps_high
+        self.clip = clip
+        self.length_norm = length_norm
+        self.train_infer_is = train_infer_is
 
     def __call__(self, logprobs, old_logprobs, rollout_logprobs, advantages, response_mask) -> LossOutput:
-        return minirl_token_loss(logprobs, old_logprobs, rollout_logprobs, advantages, response_mask, **self.kwargs)
+        return minirl_token_loss(
+            logprobs,
+            old_logprobs,
+            rollout_logprobs,
+            advantages,
+            response_mask,
+            self.is_cap,
+            self.eps_low,
+            self.eps_high,
+            self.clip,
+            self.length_norm,
+            self.train_infer_is,
+        )
