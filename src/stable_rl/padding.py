@@ -21,6 +21,10 @@ def right_pad(rows: list[tuple[list[int], list[int]]], pad_token_id: int) -> tup
     return input_ids, attention_mask, response_mask
 
 
-def pad_id(tokenizer) -> int:
-    """The tokenizer's padding id, or its EOS id where it has none (padding is always masked out)."""
-    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+def pad_id(config) -> int:
+    """The padding id of a tokenizer or generation config, or its (first) EOS id where it has none
+    (padding is always masked out)."""
+    if config.pad_token_id is not None:
+        return config.pad_token_id
+    eos = config.eos_token_id
+    return eos[0] if isinstance(eos, list) else eos

@@ -88,3 +88,13 @@ def test_hf_engine_cuts_at_the_first_of_several_eos_ids(tokenizer, tiny_model_pa
     for s in samples:
         assert not stops & set(s.response_ids[:-1])  # nothing after the first stop id
         assert s.response_ids[-1] in stops or len(s.response_ids) == 24
+
+
+def test_hf_engine_pads_with_eos_when_the_model_has_no_pad_id(tokenizer, tiny_model_path):
+    engine = HFEngine(max_new_tokens=8, seed=2)
+    engine.start(tiny_model_path, max_model_len=128)
+    engine.model.generation_config.pad_token_id = None
+    ids = [*prompts(tokenizer), PromptTemplate().encode(tokenizer, "Calculate 12 + 30 - 7 + 1 - 9.")]
+    assert len({len(p) for p in ids}) > 1  # left padding is needed
+    samples = engine.generate(ids, group_size=2, step=0)
+    assert len(samples) == 6 and all(1 <= len(s.response_ids) == len(s.logprobs) <= 8 for s in samples)

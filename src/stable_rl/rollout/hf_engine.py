@@ -7,7 +7,7 @@ from torch import Tensor
 from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedModel
 
 from stable_rl.logprobs import sequence_logprobs
-from stable_rl.padding import right_pad
+from stable_rl.padding import pad_id, right_pad
 from stable_rl.rollout.engine import RolloutEngine, Sample, Sampling
 
 
@@ -28,7 +28,7 @@ class HFEngine(RolloutEngine):
     def _generation_config(self, sampling: Sampling) -> GenerationConfig:
         ids = {
             "eos_token_id": self.model.generation_config.eos_token_id,
-            "pad_token_id": self.model.generation_config.pad_token_id,
+            "pad_token_id": pad_id(self.model.generation_config),  # Llama-3 style configs have none
         }
         if sampling.temperature == 0:
             return GenerationConfig(do_sample=False, max_new_tokens=sampling.max_new_tokens, **ids)
