@@ -30,3 +30,29 @@ def tokenizer(tiny_model_path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tiny_model_path)
+
+
+@pytest.fixture(scope="session")
+def tiny_dense_path(tmp_path_factory, tiny_model_path) -> str:
+    """A random dense Qwen3 (no MoE router) with the tiny model's tokenizer, shaped for vLLM on CPU."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    path = tmp_path_factory.mktemp("tiny-dense")
+    torch.manual_seed(0)
+    config = Qwen3Config(
+        vocab_size=2048,
+        hidden_size=64,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,  # vLLM's CPU attention needs >= 32
+        eos_token_id=2,
+    )
+    AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(f"{tiny_model_path}/{name}", path)
+    return str(path)

@@ -38,6 +38,14 @@ class StepMetrics:
         return values
 
 
+def token_kl(sampler_logprobs: Tensor, logprobs: Tensor) -> Tensor:
+    """Per-token estimate of KL(sampler || pi) on tokens drawn from the sampler (Schulman's k3):
+    r - 1 - log r with r = pi / sampler. Unbiased (E_sampler[r] = 1), never negative, and of far lower
+    variance than the plain log-ratio. Tensors of any shape -> the same shape."""
+    log_ratio = logprobs - sampler_logprobs
+    return log_ratio.exp() - 1 - log_ratio
+
+
 def pass_at_k(correct: Tensor, k: int) -> Tensor:
     """Unbiased pass@k per problem (Chen et al., 2021): 1 - C(n - c, k) / C(n, k).
 

@@ -12,12 +12,16 @@ Optimisation is manual (several optimizer steps per batch), so ``trainer.global_
 optimizer updates; the rollout engine is synced to every new step before it samples.
 """
 
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
+from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.hf_policy import Dtype, HFPolicyModule
-from stable_rl.metrics import AvgAtK, PassAtK, StepMetrics
+from stable_rl.metrics import AvgAtK, PassAtK, StepMetrics, token_kl
 from stable_rl.objectives import MiniRL, Objective
 from stable_rl.rollout import EvalBatch, RolloutBatch
 
@@ -83,10 +87,24 @@ class PolicyModule(HFPolicyModule):
             )
         return mini, micro
 
+    @contextmanager
+    def policy_forward(self, phase: Phase, batch: RolloutBatch) -> Iterator[None]:
+        """Around one forward (and backward) of ``batch``: the contexts of the trainer's
+        ``PolicyForwardCallback``s, e.g. Routing Replay."""
+        callbacks = self._trainer.callbacks if self._trainer is not None else []
+        with ExitStack() as stack:
+            for callback in callbacks:
+                if isinstance(callback, PolicyForwardCallback):
+                    stack.enter_context(callback.policy_forward(self, phase, batch))
+            yield
+
     @torch.no_grad()
     def old_logprobs(self, batch: RolloutBatch, micro: int) -> tuple[Tensor, Tensor]:
         """log pi_old and entropy of the whole global batch before any update, [M, L] each."""
-        parts = [self.batch_logprobs(chunk) for chunk in batch.split(micro)]
+        parts = []
+        for chunk in batch.split(micro):
+            with self.policy_forward("old", chunk):
+                parts.append(self.batch_logprobs(chunk))
         return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
     def training_step(self, batch: RolloutBatch, batch_idx: int) -> None:
@@ -102,7 +120,7 @@ class PolicyModule(HFPolicyModule):
         metrics = self.step_metrics
         metrics.mean("reward", batch.rewards)
         metrics.mean("response_length", mask.sum(-1))
-        metrics.mean("kl", batch.rollout_logprobs - old_logprobs, mask)  # KL[mu_old || pi_old] estimate
+        metrics.mean("kl", token_kl(batch.rollout_logprobs, old_logprobs), mask)  # KL[mu_old || pi_old]
         metrics.mean("entropy", entropy, mask)
 
         optimizer = self.optimizers()
@@ -129,10 +147,11 @@ class PolicyModule(HFPolicyModule):
 
     def _backward(self, part: RolloutBatch, old_logprobs: Tensor, advantages: Tensor, normalizer: Tensor) -> Tensor:
         """Backward of one micro-batch's share of the mini-batch loss; returns that share, detached."""
-        logprobs, _ = self.batch_logprobs(part)
-        out = self.objective(logprobs, old_logprobs, part.rollout_logprobs, advantages, part.response_mask)
-        loss = out.token_loss.sum() / normalizer
-        self.manual_backward(loss)
+        with self.policy_forward("update", part):
+            logprobs, _ = self.batch_logprobs(part)
+            out = self.objective(logprobs, old_logprobs, part.rollout_logprobs, advantages, part.response_mask)
+            loss = out.token_loss.sum() / normalizer
+            self.manual_backward(loss)
         for name, values in out.token_metrics.items():
             self.step_metrics.mean(name, values, part.response_mask)
         if "is_weight" in out.token_metrics:

@@ -10,6 +10,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+import yaml
 
 from stable_rl.cli import main
 
@@ -120,12 +121,16 @@ def test_every_recipe_runs_one_step_with_its_launch_command(recipe, tmp_path):
     args = shlex.split(launch.removeprefix("# stable-rl "))
     assert f"recipes/{recipe.relative_to(REPO / 'recipes')}" in args[-1]
     small = SMALL_SFT if "sft" in recipe.name else SMALL
+    mini = yaml.safe_load(recipe.read_text()).get("model", {}).get("init_args", {}).get("mini_batch_size")
+    updates = 128 // mini if mini else 1  # off-policy recipes: N updates per global step of 16 x 8
+    if updates > 1:  # the same N on a global batch of 4 x 2
+        small = [*small, "--data.init_args.prompts_per_step=4", f"--model.init_args.mini_batch_size={8 // updates}"]
     cli = main([*args, "--trainer.max_steps=1", f"--trainer.logger.init_args.save_dir={tmp_path}", *small])
     if args[0] == "validate":
         names = cli.datamodule.benchmarks
         assert {f"val/{name}/avg@2" for name in names} <= set(cli.trainer.callback_metrics)
     else:
-        assert cli.trainer.global_step == 1
+        assert cli.trainer.global_step == updates
 
 
 def test_stacked_recipe_swaps_only_the_objective():

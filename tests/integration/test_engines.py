@@ -10,6 +10,7 @@ import torch
 from stable_rl.data.template import PromptTemplate
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.rollout import HFEngine, RolloutBatch, VLLMEngine
+from stable_rl.routing import RouterHooks, routed_positions, routes_match
 
 
 @pytest.fixture(params=["hf", "vllm"])
@@ -98,3 +99,31 @@ def test_hf_engine_pads_with_eos_when_the_model_has_no_pad_id(tokenizer, tiny_mo
     assert len({len(p) for p in ids}) > 1  # left padding is needed
     samples = engine.generate(ids, group_size=2, step=0)
     assert len(samples) == 6 and all(1 <= len(s.response_ids) == len(s.logprobs) <= 8 for s in samples)
+
+
+def test_routes_are_the_hf_routers_own_choice(engine_cls, tiny_model, tokenizer, tiny_model_path):
+    """Every prompt and response token but the last comes with the experts the HF router picks on the
+    same float32 weights, also after a weight sync (vLLM on CPU: through its router capture hook)."""
+    engine = engine_cls(max_new_tokens=24, seed=3, return_routes=True)
+    engine.start(tiny_model_path, max_model_len=128)
+    for step in (0, 1):
+        if step:
+            with torch.no_grad():
+                for p in tiny_model.parameters():
+                    p.add_(0.05 * torch.randn_like(p))
+            engine.sync(tiny_model.state_dict().items(), version=step)
+        samples = engine.generate(prompts(tokenizer), group_size=3, step=step)
+        batch = RolloutBatch.from_samples(samples, torch.zeros(len(samples)), 3, 0, 1.0, step)
+        hooks = RouterHooks(tiny_model)
+        with torch.no_grad(), hooks.record(batch.input_ids):
+            tiny_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+        needed = routed_positions(batch.attention_mask)
+        assert batch.routes.shape == (*batch.input_ids.shape, 4, 2) and batch.routes.dtype == torch.int16
+        assert (batch.routes[~needed] == -1).all()  # the last token of each row and padding: no route
+        assert routes_match(hooks.own, batch.routes)[needed].all()
+    engine.close()
+
+
+def test_routes_of_a_dense_model_are_refused(engine_cls, tiny_dense_path):
+    with pytest.raises(ValueError, match="dense model"):
+        engine_cls(return_routes=True).start(tiny_dense_path, max_model_len=128)

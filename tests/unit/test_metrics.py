@@ -6,7 +6,7 @@ from unittest.mock import patch
 import pytest
 import torch
 
-from stable_rl.metrics import AvgAtK, PassAtK, pass_at_k
+from stable_rl.metrics import AvgAtK, PassAtK, pass_at_k, token_kl
 from stable_rl.module import PolicyModule
 from stable_rl.rollout import EvalBatch
 
@@ -56,3 +56,11 @@ def test_validation_logs_avg_and_pass_at_k_of_fixed_generations(tiny_model_path)
         }
     )
     assert module.eval_metrics == {}  # the next validation starts afresh
+
+
+def test_token_kl_is_k3_by_hand():
+    """r - 1 - log r with r = pi / mu: 0 where they agree, 0.5 - 1 + ln 2 = 0.19315 where pi = mu / 2."""
+    mu = torch.tensor([0.5, 0.5, 0.2]).log()
+    pi = torch.tensor([0.5, 0.25, 0.4]).log()
+    expected = torch.tensor([0.0, 0.5 - 1 + math.log(2), 2.0 - 1 - math.log(2)])
+    torch.testing.assert_close(token_kl(mu, pi), expected)

@@ -142,7 +142,8 @@ def test_kl_and_entropy_metrics_are_those_of_pi_old(tiny_model_path):
         old, entropy = module.batch_logprobs(batch)
     mask = batch.response_mask
     trainer_metrics = train_on(batch, module, steps=1).trainer.callback_metrics
-    expected_kl = (batch.rollout_logprobs - old)[mask].mean()  # log mu_old - log pi_old over sampled tokens
+    ratio = (old - batch.rollout_logprobs).exp()  # pi_old / mu_old of each sampled token
+    expected_kl = (ratio - 1 - ratio.log())[mask].mean()  # the k3 estimate of KL(mu_old || pi_old)
     torch.testing.assert_close(trainer_metrics["train/kl"], expected_kl, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(trainer_metrics["train/entropy"], entropy[mask].mean(), rtol=1e-5, atol=1e-6)
     assert expected_kl > 1.0  # the fixed batch's log mu (about -2) is above the random policy's log pi (about -7.6)

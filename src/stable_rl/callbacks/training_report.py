@@ -6,7 +6,13 @@ from pathlib import Path
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_only
 
-CURVES = ("train/reward", "train/kl", "train/entropy")
+CURVES = (
+    "train/reward",
+    "train/kl",
+    "train/entropy",
+    "train/kl_no_replay",  # with Routing Replay R3
+    "train/routing/infer_agreement",
+)
 
 
 class TrainingReport(L.Callback):

@@ -94,12 +94,8 @@ class RolloutDataModule(L.LightningDataModule):
         return self.prompts_per_step * self.group_size
 
     def setup(self, stage: str) -> None:
-        model_path = self.trainer.lightning_module.model_path
         if not self.problems:
-            self._load_problems(model_path)
-        if not self.engine.running:  # also after a teardown, e.g. validate after fit in one process
-            longest = max(self.engine.sampling.max_new_tokens, self.eval_sampling.max_new_tokens)
-            self.engine.start(model_path, self.max_prompt_tokens + longest)
+            self._load_problems(self.trainer.lightning_module.model_path)
 
     def _load_problems(self, model_path: str) -> None:
         """Tokenize the training problems and the benchmarks (minus training questions)."""
@@ -152,7 +148,13 @@ class RolloutDataModule(L.LightningDataModule):
         return batch
 
     def _sync(self) -> int:
-        """Load the policy's current weights into the engine (a no-op if it has them); returns the step."""
+        """Load the policy's current weights into the engine (a no-op if it has them); returns the step.
+
+        The engine starts here, at its first use (and again after a teardown), so callbacks' ``setup``
+        can still configure it (e.g. Routing Replay R3 turns on ``return_routes``)."""
+        if not self.engine.running:
+            longest = max(self.engine.sampling.max_new_tokens, self.eval_sampling.max_new_tokens)
+            self.engine.start(self.trainer.lightning_module.model_path, self.max_prompt_tokens + longest)
         step = self.trainer.global_step
         self.engine.sync(self.trainer.lightning_module.policy.state_dict().items(), version=step)
         return step

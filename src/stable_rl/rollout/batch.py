@@ -7,6 +7,7 @@ from torch import Tensor
 
 from stable_rl.padding import right_pad
 from stable_rl.rollout.engine import Sample
+from stable_rl.routing.hooks import ROUTE_DTYPE
 
 
 @dataclass
@@ -14,7 +15,8 @@ class RolloutBatch:
     """P prompts x G responses = M rows, each prompt followed by its response, right-padded.
 
     Position-aligned: ``rollout_logprobs[i, t]`` is log mu_old(input_ids[i, t] | input_ids[i, :t]),
-    set where ``response_mask[i, t]`` is True and 0 elsewhere.
+    set where ``response_mask[i, t]`` is True and 0 elsewhere; ``routes[i, t]`` are the experts the
+    engine routed ``input_ids[i, t]`` to in each MoE layer (-1: no route, see ``stable_rl.routing``).
     """
 
     input_ids: Tensor  # [M, L] long
@@ -25,6 +27,12 @@ class RolloutBatch:
     group_size: int  # G; rows i*G .. i*G+G-1 share a prompt
     temperature: float  # the sampling temperature mu_old used
     policy_version: int  # trainer.global_step whose weights generated the batch
+    routes: Tensor | None = None  # [M, L, MoE layers, k] int16, when the engine returns routes
+    row_index: Tensor | None = None  # [M] long: each row's number in the global batch (default 0..M-1)
+
+    def __post_init__(self) -> None:
+        if self.row_index is None:
+            self.row_index = torch.arange(self.num_rows)
 
     @property
     def num_rows(self) -> int:
@@ -56,6 +64,11 @@ class RolloutBatch:
         input_ids, attention_mask, response_mask = right_pad(rows, pad_token_id)
         rollout_logprobs = torch.zeros(input_ids.shape, dtype=torch.float32)
         rollout_logprobs[response_mask] = torch.tensor([lp for s in samples for lp in s.logprobs], dtype=torch.float32)
+        routes = None
+        if samples and all(s.routes is not None for s in samples):
+            routes = torch.full((*input_ids.shape, *samples[0].routes.shape[1:]), -1, dtype=ROUTE_DTYPE)
+            for row, sample in enumerate(samples):
+                routes[row, : len(sample.routes)] = torch.from_numpy(sample.routes)
         return cls(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -65,6 +78,7 @@ class RolloutBatch:
             group_size=group_size,
             temperature=temperature,
             policy_version=policy_version,
+            routes=routes,
         )
 
 

@@ -5,6 +5,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 from torch import Tensor
 
 Dtype = Literal["float32", "bfloat16", "float16"]
@@ -32,6 +33,8 @@ class Sample:
     prompt_ids: list[int]
     response_ids: list[int]
     logprobs: list[float]  # [len(response_ids)], of the distribution actually sampled from
+    routes: np.ndarray | None = None  # [positions, MoE layers, k] int16 experts of every token fed to the
+    # model (prompt + response but the last token), when the engine returns routes (Routing Replay R3)
 
 
 class RolloutEngine(ABC):
@@ -42,6 +45,8 @@ class RolloutEngine(ABC):
         dtype: the engine's precision, separate from training ("float32" matches training exactly;
             "bfloat16" is a real training-inference mismatch).
         seed: base seed; each request's seed derives from it, the step and its index.
+        return_routes: also return each token's routed experts (MoE models; needed by Routing Replay
+            R3, whose callback turns this on).
     """
 
     def __init__(
@@ -51,10 +56,12 @@ class RolloutEngine(ABC):
         top_p: float = 1.0,
         dtype: Dtype = "float32",
         seed: int = 0,
+        return_routes: bool = False,
     ) -> None:
         self.sampling = Sampling(max_new_tokens, temperature, top_p)
         self.dtype = dtype
         self.seed = seed
+        self.return_routes = return_routes
         self.version: int | None = None  # global step of the weights the engine holds
 
     @abstractmethod
@@ -82,6 +89,13 @@ class RolloutEngine(ABC):
     @abstractmethod
     def running(self) -> bool:
         """Whether ``start`` has loaded a model that ``close`` has not released."""
+
+    def enable_routes(self) -> None:
+        """Return routes from now on; a running engine is closed so its next start captures them."""
+        if not self.return_routes:
+            self.return_routes = True
+            if self.running:
+                self.close()
 
     def stream(self, sampling: Sampling | None) -> int:
         """Seed stream: 0 for training rollouts, 1 for evaluation."""

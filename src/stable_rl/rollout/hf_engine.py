@@ -1,6 +1,7 @@
 """A rollout engine on HF ``generate``, for machines without vLLM (same interface, same tests)."""
 
 from collections.abc import Iterable
+from contextlib import nullcontext
 
 import torch
 from torch import Tensor
@@ -9,13 +10,15 @@ from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedModel
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.padding import pad_id, right_pad
 from stable_rl.rollout.engine import RolloutEngine, Sample, Sampling
+from stable_rl.routing.hooks import ROUTE_DTYPE, RouterHooks
 
 
 class HFEngine(RolloutEngine):
     """Samples with a private copy of the policy (in the engine's own ``dtype``) via ``generate``.
 
     Log mu_old are rescored by one forward pass of the engine's own model at the sampling
-    temperature (training samples from the full distribution, top_p = 1). Args as in ``RolloutEngine``.
+    temperature (training samples from the full distribution, top_p = 1); with ``return_routes`` the
+    same pass records each token's routed experts. Args as in ``RolloutEngine``.
     """
 
     model: PreTrainedModel | None = None
@@ -24,6 +27,8 @@ class HFEngine(RolloutEngine):
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, self.dtype))
         self.model.to(device).eval().requires_grad_(False)
+        if self.return_routes:
+            RouterHooks(self.model)  # a dense or unsupported model fails here, not at the first rollout
 
     def _generation_config(self, sampling: Sampling) -> GenerationConfig:
         ids = {
@@ -76,12 +81,20 @@ class HFEngine(RolloutEngine):
         rows = [(prompt_ids[i // group_size], response) for i, response in enumerate(responses)]
         input_ids, attention_mask, response_mask = right_pad(rows, pad_token_id=0)
         device = self.model.device
-        logprobs, _ = sequence_logprobs(
-            self.model, input_ids.to(device), attention_mask.to(device), response_mask.to(device), temperature
-        )
+        hooks = RouterHooks(self.model) if self.return_routes else None
+        with hooks.record(input_ids) if hooks else nullcontext():
+            logprobs, _ = sequence_logprobs(
+                self.model, input_ids.to(device), attention_mask.to(device), response_mask.to(device), temperature
+            )
         logprobs = logprobs.float().cpu()
+        routes = hooks.own.to("cpu", ROUTE_DTYPE).numpy() if hooks else None  # [M, L, layers, k]
         return [
-            Sample(prompt, response, logprobs[i][response_mask[i]].tolist())
+            Sample(
+                prompt,
+                response,
+                logprobs[i][response_mask[i]].tolist(),
+                routes=routes[i, : len(prompt) + len(response) - 1] if hooks else None,
+            )
             for i, (prompt, response) in enumerate(rows)
         ]
 

