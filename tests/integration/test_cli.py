@@ -21,6 +21,7 @@ SMALL = [
     "--data.init_args.group_size=2",
     "--data.init_args.prompts.init_args.size=4",
     "--data.init_args.engine.init_args.max_new_tokens=8",
+    "--data.init_args.eval_sampling.max_new_tokens=8",
     "--trainer.enable_progress_bar=false",
     "--trainer.limit_val_batches=1",
     "--data.init_args.eval_samples=2",

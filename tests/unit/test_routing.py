@@ -210,3 +210,17 @@ def test_rollout_batch_pads_routes_with_minus_one():
     assert batch.routes[:, :, 0].tolist() == [[[0, 1], [2, 3], [-1, -1]], [[1, 2], [-1, -1], [-1, -1]]]
     assert batch.rows(slice(1, 2)).routes.shape == (1, 3, 1, 2)
     assert batch.rows(slice(1, 2)).row_index.tolist() == [1]
+
+
+def test_vllm_routed_experts_become_routes_of_every_token_but_the_last():
+    """GPU vLLM's ``routed_experts`` ([computed tokens, layers, k]) are cut or padded to n - 1 positions."""
+    import numpy as np
+
+    from stable_rl.rollout.vllm_engine import _routes_of
+
+    routed = np.arange(5 * 2 * 2).reshape(5, 2, 2)  # 5 computed tokens, 2 layers, top-2
+    assert _routes_of(routed, 4).tolist() == routed[:4].tolist()
+    padded = _routes_of(routed[:3], 4)
+    assert padded.dtype == np.int16 and padded[3].tolist() == [[-1, -1], [-1, -1]]
+    with pytest.raises(RuntimeError, match="enable_return_routed_experts"):
+        _routes_of(None, 4)

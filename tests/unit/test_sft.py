@@ -62,3 +62,24 @@ def test_sft_pairs_are_prompt_then_solution_then_eos(tiny_model_path, tokenizer,
     assert text.startswith("<|im_start|>user\n") and text.endswith("}<|im_end|>")
     assert "<|im_start|>assistant\n" in tokenizer.decode(prompt)
     assert "\\boxed{" in tokenizer.decode(response)
+
+
+def test_direct_fraction_answers_that_share_of_problems_with_the_boxed_answer_alone(tiny_model_path, tokenizer):
+    """The mixed-style cold start: seeded, about the share asked for, the rest with worked steps."""
+
+    def responses(fraction: float, seed: int = 0) -> list[str]:
+        prompts = ReasoningGymPrompts(["chain_sum"], size=200, seed=3, max_terms=3, max_digits=2)
+        data = SFTDataModule(prompts, val_size=2, seed=seed, direct_fraction=fraction)
+        data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model_path=tiny_model_path))
+        data.setup("fit")
+        return [tokenizer.decode(response, skip_special_tokens=True) for _, response in data.pairs]
+
+    steps, mixed = responses(0.0), responses(0.5)
+    direct = [m for m in mixed if m.startswith("\\boxed{")]
+    assert not any(s.startswith("\\boxed{") for s in steps)
+    assert 80 <= len(direct) <= 120  # 200 problems, each direct with probability 1/2
+    for full, answer in zip(steps, mixed, strict=True):
+        assert answer in (full, full.splitlines()[-1])  # either the worked solution or its last line
+    assert mixed == responses(0.5) and mixed != responses(0.5, seed=1)
+    with pytest.raises(ValueError, match=r"direct_fraction=1.5 must be in \[0, 1\]"):
+        SFTDataModule(ReasoningGymPrompts(["chain_sum"]), direct_fraction=1.5)

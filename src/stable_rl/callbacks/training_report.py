@@ -13,6 +13,7 @@ CURVES = (
     "train/kl_no_replay",  # with Routing Replay R3
     "train/routing/infer_agreement",
 )
+SAME_PANEL = {"train/kl_no_replay": "train/kl"}  # drawn on the axes of the other, to compare them
 
 
 class TrainingReport(L.Callback):
@@ -55,24 +56,32 @@ class TrainingReport(L.Callback):
         print("\n".join(["", "stable-rl summary", *lines, f"curves: {path}"]))
 
     @staticmethod
-    def plot(curves: dict[str, list[tuple[int, float]]], path: Path) -> None:
+    def plot(curves: dict[str, list[tuple[int, float]]], path: Path) -> dict[str, list[str]]:
+        """Write one panel per curve (``SAME_PANEL`` pairs share one) to ``path``; returns the panels."""
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        cols = min(len(curves), 3)
-        rows = math.ceil(len(curves) / cols)
+        panels: dict[str, list[str]] = {}
+        for name in sorted(curves):
+            panels.setdefault(SAME_PANEL.get(name, name) if SAME_PANEL.get(name) in curves else name, []).append(name)
+        cols = min(len(panels), 3)
+        rows = math.ceil(len(panels) / cols)
         fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.2 * rows), squeeze=False)
-        for ax, (name, points) in zip(axes.flat, sorted(curves.items()), strict=False):
-            steps, values = zip(*points, strict=True)
-            ax.plot(steps, values, marker="o" if len(points) < 30 else None, markersize=3)
-            ax.set_title(name)
+        for ax, (title, names) in zip(axes.flat, sorted(panels.items()), strict=False):
+            for name in names:
+                steps, values = zip(*curves[name], strict=True)
+                ax.plot(steps, values, marker="o" if len(steps) < 30 else None, markersize=3, label=name)
+            if len(names) > 1:
+                ax.legend(fontsize=7)
+            ax.set_title(title)
             ax.set_xlabel("optimizer step")
             ax.grid(alpha=0.3)
-        for ax in list(axes.flat)[len(curves) :]:
+        for ax in list(axes.flat)[len(panels) :]:
             ax.axis("off")
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
         plt.close(fig)
+        return panels

@@ -56,6 +56,7 @@ class HFEngine(RolloutEngine):
         stream = self.stream(sampling)
         sampling = sampling or self.sampling
         config = self._generation_config(sampling)
+        config.num_return_sequences = group_size
         eos = set(config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id])
         width = max(map(len, prompt_ids))
         input_ids = torch.tensor([[config.pad_token_id] * (width - len(p)) + p for p in prompt_ids])  # [P, W]
@@ -67,7 +68,6 @@ class HFEngine(RolloutEngine):
                 input_ids=input_ids.to(device),
                 attention_mask=attention_mask.to(device),
                 generation_config=config,
-                num_return_sequences=group_size,
             )
         responses = []
         for tokens in sequences[:, width:].tolist():  # [P*G, N], padded after the first EOS

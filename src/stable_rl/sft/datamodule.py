@@ -1,5 +1,6 @@
 """Worked solutions for the cold start: question -> short steps -> \\boxed{answer}."""
 
+import random
 from dataclasses import dataclass
 
 import lightning as L
@@ -35,7 +36,10 @@ class SFTDataModule(L.LightningDataModule):
         template: how questions become prompt tokens (the same template the RL recipes use).
         batch_size: pairs per optimizer step.
         val_size: pairs held out (the last ones) for the validation loss.
-        seed: seed of the shuffling.
+        seed: seed of the shuffling (and of which problems get a direct answer).
+        direct_fraction: fraction of problems whose target is the bare ``\\boxed{answer}``, no steps: a
+            cold start that mixes two answer styles, one of which (working the steps) is far more
+            accurate, leaves RL a behaviour to learn that transfers to new problems.
     """
 
     def __init__(
@@ -45,8 +49,12 @@ class SFTDataModule(L.LightningDataModule):
         batch_size: int = 64,
         val_size: int = 256,
         seed: int = 0,
+        direct_fraction: float = 0.0,
     ) -> None:
         super().__init__()
+        if not 0.0 <= direct_fraction <= 1.0:
+            raise ValueError(f"data.direct_fraction={direct_fraction} must be in [0, 1]")
+        self.direct_fraction = direct_fraction
         self.prompts = prompts
         self.template = template if template is not None else PromptTemplate()
         self.batch_size = batch_size
@@ -59,9 +67,12 @@ class SFTDataModule(L.LightningDataModule):
             return
         self.tokenizer = AutoTokenizer.from_pretrained(self.trainer.lightning_module.model_path)
         eos = self.tokenizer.eos_token_id
+        style = random.Random(self.seed)
         for row in self.prompts.rows():
             solution = worked_solution(row)
             if solution is not None:
+                if style.random() < self.direct_fraction:
+                    solution = solution.splitlines()[-1]  # the \boxed{answer} line alone
                 response = self.tokenizer(solution, add_special_tokens=False)["input_ids"] + [eos]
                 self.pairs.append((self.template.encode(self.tokenizer, row["question"]), response))
         if len(self.pairs) <= self.val_size:
