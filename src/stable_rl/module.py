@@ -120,7 +120,8 @@ class PolicyModule(HFPolicyModule):
         metrics = self.step_metrics
         metrics.mean("reward", batch.rewards)
         metrics.mean("response_length", mask.sum(-1))
-        metrics.mean("kl", token_kl(batch.rollout_logprobs, old_logprobs), mask)  # KL[mu_old || pi_old]
+        metrics.mean("kl", batch.rollout_logprobs - old_logprobs, mask)  # KL[mu_old || pi_old], the paper's estimate
+        metrics.mean("kl_k3", token_kl(batch.rollout_logprobs, old_logprobs), mask)  # the same, lower variance
         metrics.mean("entropy", entropy, mask)
 
         optimizer = self.optimizers()

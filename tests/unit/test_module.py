@@ -142,8 +142,10 @@ def test_kl_and_entropy_metrics_are_those_of_pi_old(tiny_model_path):
         old, entropy = module.batch_logprobs(batch)
     mask = batch.response_mask
     trainer_metrics = train_on(batch, module, steps=1).trainer.callback_metrics
-    ratio = (old - batch.rollout_logprobs).exp()  # pi_old / mu_old of each sampled token
-    expected_kl = (ratio - 1 - ratio.log())[mask].mean()  # the k3 estimate of KL(mu_old || pi_old)
+    expected_kl = (batch.rollout_logprobs - old)[mask].mean()  # log mu_old - log pi_old over sampled tokens
     torch.testing.assert_close(trainer_metrics["train/kl"], expected_kl, rtol=1e-5, atol=1e-6)
+    ratio = (old - batch.rollout_logprobs).exp()  # pi_old / mu_old of each sampled token
+    expected_k3 = (ratio - 1 - ratio.log())[mask].mean()  # k3: r - 1 - log r
+    torch.testing.assert_close(trainer_metrics["train/kl_k3"], expected_k3, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(trainer_metrics["train/entropy"], entropy[mask].mean(), rtol=1e-5, atol=1e-6)
     assert expected_kl > 1.0  # the fixed batch's log mu (about -2) is above the random policy's log pi (about -7.6)

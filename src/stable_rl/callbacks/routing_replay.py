@@ -11,8 +11,8 @@ Gate weights always come from the training router's own logits, so the router ke
 Logged each step (``train/routing/...``): ``infer_agreement`` (and ``/layer{i}``), the fraction of
 tokens whose top-k set in the training engine matches the rollout engine's, before replay;
 ``update_agreement``, the same between the replayed routes and the updated policy's own choice;
-and, for R3, ``train/kl_no_replay``, the training-inference KL had pi_old not replayed the routes
-(``train/kl`` is then the KL with replay).
+and, for R3, ``train/kl_no_replay`` and ``train/kl_k3_no_replay``, the training-inference KL had
+pi_old not replayed the routes (``train/kl``, ``train/kl_k3`` are then the KL with replay).
 """
 
 from collections.abc import Iterator
@@ -115,7 +115,9 @@ class RoutingReplay(PolicyForwardCallback):
         """R3's view of the mismatch before replay: the training routers' own choice and log-probs."""
         with self.hooks.record(batch.input_ids):
             logprobs, _ = module.batch_logprobs(batch)
-        module.step_metrics.mean("kl_no_replay", token_kl(batch.rollout_logprobs, logprobs), batch.response_mask)
+        mask = batch.response_mask
+        module.step_metrics.mean("kl_no_replay", batch.rollout_logprobs - logprobs, mask)
+        module.step_metrics.mean("kl_k3_no_replay", token_kl(batch.rollout_logprobs, logprobs), mask)
         self._log_match(module, "infer_agreement", self.hooks.own, batch.routes, needed)
 
     def _log_match(self, module, name: str, own: Tensor, routes: Tensor, needed: Tensor) -> None:

@@ -10,10 +10,11 @@ CURVES = (
     "train/reward",
     "train/kl",
     "train/entropy",
-    "train/kl_no_replay",  # with Routing Replay R3
+    "train/kl_k3",
+    "train/kl_k3_no_replay",  # with Routing Replay R3
     "train/routing/infer_agreement",
 )
-SAME_PANEL = {"train/kl_no_replay": "train/kl"}  # drawn on the axes of the other, to compare them
+SAME_PANEL = {"train/kl_k3_no_replay": "train/kl_k3"}  # drawn on the axes of the other, to compare them
 
 
 class TrainingReport(L.Callback):
