@@ -2,14 +2,15 @@
 
 import torch
 from torch import Tensor
-from torchmetrics import MaxMetric, MeanMetric, Metric
+from torchmetrics import CatMetric, MaxMetric, MeanMetric, Metric
 
 
 class StepMetrics:
-    """Collects means and maxima of one global step, across its micro-batches and ranks."""
+    """Collects means, maxima and quantiles of one global step, across its micro-batches and ranks."""
 
     def __init__(self) -> None:
         self._metrics: dict[str, Metric] = {}
+        self._quantiles: dict[str, float] = {}  # name -> q, for the CatMetric of that name
 
     def _metric(self, name: str, kind: type[Metric], device: torch.device) -> Metric:
         if name not in self._metrics:
@@ -31,11 +32,27 @@ class StepMetrics:
         if values.numel():
             self._metric(name, MaxMetric, values.device).update(values)
 
+    def quantile(self, name: str, values: Tensor, mask: Tensor, q: float) -> None:
+        """Add ``values`` at ``mask`` to the samples whose ``q``-quantile is ``name``."""
+        values = values.detach().float()[mask]
+        self._quantiles[name] = q
+        self._metric(name, CatMetric, values.device).update(values)
+
     def compute(self) -> dict[str, Tensor]:
         """The step's values (synced across ranks); starts a new step."""
-        values = {name: metric.compute() for name, metric in self._metrics.items()}
-        self._metrics = {}
+        values = {}
+        for name, metric in self._metrics.items():
+            value = metric.compute()
+            values[name] = quantile(value.flatten(), self._quantiles[name]) if name in self._quantiles else value
+        self._metrics, self._quantiles = {}, {}
         return values
+
+
+def quantile(values: Tensor, q: float) -> Tensor:
+    """The q-quantile of a 1-D tensor (NaN when empty), float32."""
+    if values.numel() == 0:
+        return torch.tensor(float("nan"), device=values.device)
+    return torch.quantile(values.double(), q).float()
 
 
 def token_kl(sampler_logprobs: Tensor, logprobs: Tensor) -> Tensor:

@@ -20,6 +20,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
+from stable_rl.health import PARTS, health_metrics
 from stable_rl.hf_policy import Dtype, HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, StepMetrics, token_kl
 from stable_rl.objectives import MiniRL, Objective
@@ -42,6 +43,8 @@ class PolicyModule(HFPolicyModule):
         max_grad_norm: clip the global gradient norm to this before each update; None = no clipping.
         dtype: training precision of the policy weights ("float32", "bfloat16").
         logprob_chunk_size: tokens per chunk of the vocabulary head (bounds float32 logits memory).
+        health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
+            |log(pi_theta/mu_old)| exceeds this (``stable_rl.health``).
     """
 
     def __init__(
@@ -55,8 +58,10 @@ class PolicyModule(HFPolicyModule):
         max_grad_norm: float | None = 1.0,
         dtype: Dtype = "float32",
         logprob_chunk_size: int = 1024,
+        health_threshold: float = 0.2,
     ) -> None:
         super().__init__(model_path, optimizer, lr_scheduler, dtype, logprob_chunk_size)
+        self.health_threshold = health_threshold
         self.save_hyperparameters(ignore=["objective", "optimizer", "lr_scheduler"])
         self.objective = objective if objective is not None else MiniRL()
         self.mini_batch_size = mini_batch_size
@@ -157,7 +162,19 @@ class PolicyModule(HFPolicyModule):
             self.step_metrics.mean(name, values, part.response_mask)
         if "is_weight" in out.token_metrics:
             self.step_metrics.max("is_weight_max", out.token_metrics["is_weight"], part.response_mask)
+        self._log_health(logprobs, old_logprobs, part)
         return loss.detach()
+
+    def _log_health(self, logprobs: Tensor, old_logprobs: Tensor, part: RolloutBatch) -> None:
+        """First-order health of the surrogate on one micro-batch (``stable_rl.health``)."""
+        mask = part.response_mask
+        tokens, gaps = health_metrics(logprobs, old_logprobs, part.rollout_logprobs, mask, self.health_threshold)
+        for name, values in tokens.items():
+            self.step_metrics.mean(f"health/{name}", values, mask)
+        for name in PARTS:
+            self.step_metrics.quantile(f"health/{name}_abs_p99", tokens[f"{name}_abs"], mask, 0.99)
+        self.step_metrics.mean("health/seq_linearisation_gap", gaps)
+        self.step_metrics.max("health/seq_linearisation_gap_max", gaps)
 
     def _grad_norm(self) -> Tensor:
         grads = [p.grad for p in self.policy.parameters() if p.grad is not None]

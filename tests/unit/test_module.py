@@ -27,7 +27,7 @@ def fixed_batch(vocab: int, prompts: int = 2, group: int = 4, version: int = 0) 
     return RolloutBatch.from_samples(samples, rewards, group, 0, temperature=1.0, policy_version=version)
 
 
-def train_on(batch: RolloutBatch, module: PolicyModule, steps: int) -> PolicyModule:
+def train_on(batch: RolloutBatch, module: PolicyModule, steps: int, callbacks=()) -> PolicyModule:
     trainer = L.Trainer(
         max_steps=steps,
         accelerator="cpu",
@@ -35,6 +35,7 @@ def train_on(batch: RolloutBatch, module: PolicyModule, steps: int) -> PolicyMod
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
+        callbacks=list(callbacks),
     )
     trainer.fit(module, train_dataloaders=DataLoader([batch], collate_fn=lambda rows: rows[0]))
     return module
@@ -134,12 +135,18 @@ def test_two_mini_batches_update_against_the_pi_old_of_the_step(tiny_model_path)
         torch.testing.assert_close(got.detach(), want.detach(), rtol=1e-4, atol=1e-5)
 
 
-def test_kl_and_entropy_metrics_are_those_of_pi_old(tiny_model_path):
-    batch = fixed_batch(vocab=2048)
+def frozen_policy(tiny_model_path, batch: RolloutBatch) -> tuple[PolicyModule, torch.Tensor, torch.Tensor]:
+    """A module whose update changes nothing (lr 0), with log pi_old and entropy of ``batch``."""
     module = PolicyModule(tiny_model_path, optimizer=lambda p: torch.optim.SGD(p, lr=0.0))
     module.configure_model()
     with torch.no_grad():
         old, entropy = module.batch_logprobs(batch)
+    return module, old, entropy
+
+
+def test_kl_and_entropy_metrics_are_those_of_pi_old(tiny_model_path):
+    batch = fixed_batch(vocab=2048)
+    module, old, entropy = frozen_policy(tiny_model_path, batch)
     mask = batch.response_mask
     trainer_metrics = train_on(batch, module, steps=1).trainer.callback_metrics
     expected_kl = (batch.rollout_logprobs - old)[mask].mean()  # log mu_old - log pi_old over sampled tokens

@@ -1,9 +1,8 @@
 """RoutingReplay callbacks inside PolicyModule's training step, on the tiny Qwen3-MoE."""
 
-import lightning as L
 import pytest
 import torch
-from test_module import fixed_batch
+from test_module import fixed_batch, train_on
 from transformers import AutoModelForCausalLM
 
 from stable_rl.callbacks import RoutingReplay
@@ -42,17 +41,8 @@ def fit(tiny_model_path, batch, callbacks, lr=20.0):
     module = PolicyModule(
         tiny_model_path, objective=spy, optimizer=lambda p: torch.optim.SGD(p, lr=lr), mini_batch_size=4
     )
-    trainer = L.Trainer(
-        max_steps=2,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=callbacks,
-    )
-    trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader([batch], collate_fn=lambda rows: rows[0]))
-    return spy.logprobs, trainer.logged_metrics
+    train_on(batch, module, steps=2, callbacks=callbacks)
+    return spy.logprobs, module.trainer.logged_metrics
 
 
 def experts_calls(model):

@@ -1,9 +1,17 @@
 """Callbacks, listed under ``trainer.callbacks`` in YAML."""
 
 from stable_rl.callbacks.hf_export import HFExport
+from stable_rl.callbacks.instability_monitor import InstabilityMonitor
 from stable_rl.callbacks.policy_forward import PolicyForwardCallback
 from stable_rl.callbacks.routing_replay import RoutingReplay
 from stable_rl.callbacks.training_report import TrainingReport
 from stable_rl.callbacks.validate_before_training import ValidateBeforeTraining
 
-__all__ = ["HFExport", "PolicyForwardCallback", "RoutingReplay", "TrainingReport", "ValidateBeforeTraining"]
+__all__ = [
+    "HFExport",
+    "InstabilityMonitor",
+    "PolicyForwardCallback",
+    "RoutingReplay",
+    "TrainingReport",
+    "ValidateBeforeTraining",
+]

@@ -1,0 +1,43 @@
+"""First-order health of the token-level surrogate (paper Sec. 2): how far each token ratio is from 1.
+
+J_tok approximates J_seq to first order in delta_t, where pi_theta/mu_old = 1 + delta_t. The log of
+the ratio splits into a training-inference part and a staleness part,
+
+    log(pi_theta/mu_old) = log(pi_old/mu_old)  +  log(pi_theta/pi_old),
+
+and on a whole response the surrogate stands in for the sequence ratio prod_t (1 + delta_t) by its
+linearisation 1 + sum_t delta_t. These functions measure all of it on one batch, per token or per
+response, for ``StepMetrics`` to average and take maxima and quantiles of.
+"""
+
+from torch import Tensor
+
+PARTS = ("train_infer", "staleness", "total")
+
+
+def token_log_ratios(logprobs: Tensor, old_logprobs: Tensor, rollout_logprobs: Tensor) -> dict[str, Tensor]:
+    """The three log-ratios of every token, [M, T] each: ``train_infer`` log(pi_old/mu_old),
+    ``staleness`` log(pi_theta/pi_old) and their sum ``total`` log(pi_theta/mu_old)."""
+    train_infer = old_logprobs - rollout_logprobs
+    staleness = logprobs.detach() - old_logprobs
+    return {"train_infer": train_infer, "staleness": staleness, "total": train_infer + staleness}
+
+
+def sequence_linearisation_gap(total_log_ratio: Tensor, response_mask: Tensor) -> Tensor:
+    """|prod_t (1 + delta_t) - (1 + sum_t delta_t)| per response, delta_t = pi_theta/mu_old - 1: the
+    error of the surrogate's first-order step on each sequence ratio. [M, T], [M, T] bool -> [M] float64."""
+    log_ratio = total_log_ratio.double() * response_mask  # zero off the response
+    sequence_ratio = log_ratio.sum(-1).exp()
+    first_order = 1 + (log_ratio.exp() - 1).mul(response_mask).sum(-1)
+    return (sequence_ratio - first_order).abs()
+
+
+def health_metrics(
+    logprobs: Tensor, old_logprobs: Tensor, rollout_logprobs: Tensor, response_mask: Tensor, threshold: float
+) -> tuple[dict[str, Tensor], Tensor]:
+    """Per-token |log-ratio| of each part and whether the total is beyond ``threshold`` ([M, T] each,
+    to be read at ``response_mask``), and the per-response linearisation gap [M]."""
+    ratios = token_log_ratios(logprobs, old_logprobs, rollout_logprobs)
+    tokens = {f"{name}_abs": ratios[name].abs() for name in PARTS}
+    tokens["beyond_threshold"] = (ratios["total"].abs() > threshold).float()
+    return tokens, sequence_linearisation_gap(ratios["total"], response_mask)

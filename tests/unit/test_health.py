@@ -1,0 +1,74 @@
+"""First-order health metrics on hand-made log-probs (stable_rl.health) and their per-step aggregation."""
+
+import math
+
+import pytest
+import torch
+from test_module import fixed_batch, frozen_policy, train_on
+
+from stable_rl.health import health_metrics, sequence_linearisation_gap, token_log_ratios
+from stable_rl.metrics import StepMetrics
+
+LN2 = math.log(2)
+
+pytestmark = pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
+
+
+def test_log_ratio_splits_into_train_infer_and_staleness():
+    mu = torch.tensor([[0.25, 0.5]]).log()
+    old = torch.tensor([[0.5, 0.5]]).log()
+    theta = torch.tensor([[0.5, 0.25]]).log()
+    ratios = token_log_ratios(theta, old, mu)
+    torch.testing.assert_close(ratios["train_infer"], torch.tensor([[LN2, 0.0]]))
+    torch.testing.assert_close(ratios["staleness"], torch.tensor([[0.0, -LN2]]))
+    torch.testing.assert_close(ratios["total"], torch.tensor([[LN2, -LN2]]))
+
+
+def test_sequence_linearisation_gap_by_hand():
+    """Ratios 2 and 1/2: the sequence ratio is 1, its first-order form 1 + 1 - 1/2 = 1.5: gap 0.5.
+    A single token (the rest padding) is linear: gap 0."""
+    log_ratio = torch.tensor([[LN2, -LN2], [math.log(1.1), 5.0]])
+    mask = torch.tensor([[True, True], [True, False]])
+    torch.testing.assert_close(
+        sequence_linearisation_gap(log_ratio, mask), torch.tensor([0.5, 0.0], dtype=torch.float64)
+    )
+
+
+def test_health_metrics_flag_tokens_beyond_the_threshold():
+    theta = torch.tensor([[0.5, 0.25, 0.5]]).log()
+    old = torch.tensor([[0.5, 0.5, 0.5]]).log()
+    mu = torch.tensor([[0.25, 0.5, 0.45]]).log()
+    tokens, gaps = health_metrics(theta, old, mu, torch.ones(1, 3, dtype=torch.bool), threshold=0.5)
+    assert tokens["beyond_threshold"].tolist() == [[1.0, 1.0, 0.0]]  # |ln 2| > 0.5 > |ln(0.5/0.45)|
+    torch.testing.assert_close(tokens["total_abs"], torch.tensor([[LN2, LN2, math.log(0.5 / 0.45)]]))
+    expected = abs(2 * 0.5 * (0.5 / 0.45) - (1 + 1 - 0.5 + (0.5 / 0.45 - 1)))
+    torch.testing.assert_close(gaps, torch.tensor([expected], dtype=torch.float64))
+
+
+def test_step_quantile_spans_micro_batches():
+    metrics = StepMetrics()
+    values = torch.arange(1.0, 101.0)
+    metrics.quantile("p99", values[:60], torch.ones(60, dtype=torch.bool), 0.99)
+    metrics.quantile("p99", values[60:], torch.ones(40, dtype=torch.bool), 0.99)
+    torch.testing.assert_close(metrics.compute()["p99"], torch.tensor(99.01))  # linear interpolation
+
+
+def test_on_policy_step_logs_the_split(tiny_model_path):
+    """N = 1: pi_theta = pi_old at the update, so the staleness part is zero and the total is the
+    training-inference part, computed here by hand from the policy before the step."""
+    batch = fixed_batch(vocab=2048)
+    module, old, _ = frozen_policy(tiny_model_path, batch)
+    mask = batch.response_mask
+    gap = (old - batch.rollout_logprobs)[mask]
+    module.health_threshold = float(gap.abs().median())
+    logged = train_on(batch, module, steps=1).trainer.callback_metrics
+    torch.testing.assert_close(logged["train/health/train_infer_abs"], gap.abs().mean())
+    torch.testing.assert_close(logged["train/health/total_abs"], gap.abs().mean())
+    assert logged["train/health/staleness_abs"] == 0
+    torch.testing.assert_close(
+        logged["train/health/train_infer_abs_p99"], torch.quantile(gap.abs().double(), 0.99).float()
+    )
+    torch.testing.assert_close(
+        logged["train/health/beyond_threshold"], (gap.abs() > module.health_threshold).float().mean()
+    )
+    assert 0 < logged["train/health/beyond_threshold"] < 1
