@@ -1,6 +1,7 @@
 """How far the rollout engine's routing is from the training engine's, and what R3 does to the gap.
 
-For each vLLM precision: sample G responses for P held-out prompts with routes returned, then score
+For each rollout engine setting (vLLM in float32 / bfloat16, the HF engine in bfloat16 and with
+simulated FP8): sample G responses for P held-out prompts with routes returned, then score
 them with the float32 training policy twice: routing freely and replaying vLLM's routes (R3). Prints
 a table of routing agreement (tokens whose top-k expert set matches, overall and per MoE layer) and,
 without and with replay, of the training-inference gap d = log mu_old - log pi_old on response tokens:
@@ -8,6 +9,7 @@ KL(mu_old || pi_old) estimated as mean(d) (k1, what ``train/kl`` logs: unbiased,
 mean(exp(-d) - 1 + d) (k3: unbiased, never negative, lower variance), mean |d| and max |d|.
 
     python benchmarks/routing_agreement.py [--model data/tiny-qwen3-moe-sft] [--prompts 64 --group 8]
+        [--settings vllm-float32 vllm-bfloat16 hf-bfloat16 hf-float32-fp8 hf-bfloat16-fp8]
 """
 
 import argparse
@@ -21,7 +23,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from stable_rl.data import PromptTemplate, ReasoningGymPrompts
 from stable_rl.logprobs import sequence_logprobs
-from stable_rl.rollout import RolloutBatch, VLLMEngine
+from stable_rl.rollout import HFEngine, RolloutBatch, VLLMEngine
 from stable_rl.routing import RouterHooks, routed_positions, routes_match
 
 
@@ -40,8 +42,17 @@ def score(policy, batch: RolloutBatch, routes=None, micro: int = 64):
     return torch.cat(logprobs), torch.cat(own)
 
 
-def measure(model: str, dtype: str, prompt_ids, group: int, policy, sync: bool = True) -> dict:
-    engine = VLLMEngine(max_new_tokens=64, dtype=dtype, return_routes=True, seed=0)
+SETTINGS = {
+    "vllm-float32": lambda: VLLMEngine(max_new_tokens=64, dtype="float32", return_routes=True),
+    "vllm-bfloat16": lambda: VLLMEngine(max_new_tokens=64, dtype="bfloat16", return_routes=True),
+    "hf-bfloat16": lambda: HFEngine(max_new_tokens=64, dtype="bfloat16", return_routes=True),
+    "hf-float32-fp8": lambda: HFEngine(max_new_tokens=64, dtype="float32", return_routes=True, fp8=True),
+    "hf-bfloat16-fp8": lambda: HFEngine(max_new_tokens=64, dtype="bfloat16", return_routes=True, fp8=True),
+}
+
+
+def measure(model: str, setting: str, prompt_ids, group: int, policy, sync: bool = True) -> dict:
+    engine = SETTINGS[setting]()
     engine.start(model, max_model_len=256)
     if sync:  # as in training, where the policy's weights are loaded into the engine before every rollout
         engine.sync(policy.state_dict().items(), version=0)
@@ -56,7 +67,7 @@ def measure(model: str, dtype: str, prompt_ids, group: int, policy, sync: bool =
     same = routes_match(own, batch.routes)[needed].float()  # [tokens, layers]
     gap = {name: (batch.rollout_logprobs - lp)[mask] for name, lp in (("free", free), ("r3", replayed))}
     return {
-        "dtype": dtype,
+        "setting": setting,
         "tokens": int(needed.sum()),
         "agreement": same.mean().item(),
         "per_layer": same.mean(0).tolist(),
@@ -73,24 +84,24 @@ def main() -> None:
     parser.add_argument("--model", default="data/tiny-qwen3-moe-sft")
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--group", type=int, default=8)
-    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     args = parser.parse_args()
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     problems = ReasoningGymPrompts(["basic_arithmetic", "chain_sum"], size=args.prompts // 2, seed=1_000_000).load()
     prompt_ids = [PromptTemplate().encode(tokenizer, p.question) for p in problems]
     policy = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
-    rows = [measure(args.model, dtype, prompt_ids, args.group, policy) for dtype in args.dtypes]
+    rows = [measure(args.model, setting, prompt_ids, args.group, policy) for setting in args.settings]
 
     print(f"\n{args.model}: {len(prompt_ids)} prompts x {args.group}, training policy in float32")
     print(
-        "| vLLM dtype | routed tokens | agreement (all layers) | per layer | KL k1 free | KL k1 R3 | KL k3 free | KL k3 R3 | mean abs free | mean abs R3 | max abs free | max abs R3 |"
+        "| rollout engine | routed tokens | agreement (all layers) | per layer | KL k1 free | KL k1 R3 | KL k3 free | KL k3 R3 | mean abs free | mean abs R3 | max abs free | max abs R3 |"
     )
     print("|---" * 12 + "|")
     for r in rows:
         layers = " / ".join(f"{a:.3f}" for a in r["per_layer"])
         print(
-            f"| {r['dtype']} | {r['tokens']} | {r['agreement']:.4f} | {layers} | {r['kl_free']:.2e} | {r['kl_r3']:.2e} "
+            f"| {r['setting']} | {r['tokens']} | {r['agreement']:.4f} | {layers} | {r['kl_free']:.2e} | {r['kl_r3']:.2e} "
             f"| {r['k3_free']:.2e} | {r['k3_r3']:.2e} "
             f"| {r['abs_free']:.2e} | {r['abs_r3']:.2e} | {r['max_free']:.3f} | {r['max_r3']:.3f} |"
         )

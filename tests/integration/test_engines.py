@@ -127,3 +127,16 @@ def test_routes_are_the_hf_routers_own_choice(engine_cls, tiny_model, tokenizer,
 def test_routes_of_a_dense_model_are_refused(engine_cls, tiny_dense_path):
     with pytest.raises(ValueError, match="dense model"):
         engine_cls(return_routes=True).start(tiny_dense_path, max_model_len=128)
+
+
+def test_hf_engine_fp8_samples_from_its_rounded_model(tiny_model, tokenizer, tiny_model_path):
+    """Simulated FP8: log mu_old is the e4m3-rounded model's, a real gap to the float32 policy."""
+    from stable_rl.rollout.fp8 import quantize_linear_inputs, quantize_weights_
+
+    engine = HFEngine(max_new_tokens=16, seed=4, fp8=True)
+    engine.start(tiny_model_path, max_model_len=128)
+    samples = engine.generate(prompts(tokenizer), group_size=2, step=0)
+    gap = max_logprob_error(tiny_model, samples, 1.0)
+    quantize_weights_(tiny_model)
+    quantize_linear_inputs(tiny_model)
+    assert max_logprob_error(tiny_model, samples, 1.0) < 1e-4 < 1e-2 < gap

@@ -9,7 +9,8 @@ from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedModel
 
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.padding import pad_id, right_pad
-from stable_rl.rollout.engine import RolloutEngine, Sample, Sampling
+from stable_rl.rollout.engine import Dtype, RolloutEngine, Sample, Sampling
+from stable_rl.rollout.fp8 import quantize_linear_inputs, quantize_weights_
 from stable_rl.routing.hooks import ROUTE_DTYPE, RouterHooks
 
 
@@ -18,15 +19,36 @@ class HFEngine(RolloutEngine):
 
     Log mu_old are rescored by one forward pass of the engine's own model at the sampling
     temperature (training samples from the full distribution, top_p = 1); with ``return_routes`` the
-    same pass records each token's routed experts. Args as in ``RolloutEngine``.
+    same pass records each token's routed experts.
+
+    Args:
+        fp8: simulate FP8 (e4m3) inference: matrix weights and linear-layer inputs rounded to e4m3 with
+            per-row scales (``stable_rl.rollout.fp8``), a training-inference gap like the paper's.
+        Others as in ``RolloutEngine``.
     """
 
     model: PreTrainedModel | None = None
+
+    def __init__(
+        self,
+        max_new_tokens: int = 64,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        dtype: Dtype = "float32",
+        seed: int = 0,
+        return_routes: bool = False,
+        fp8: bool = False,
+    ) -> None:
+        super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes)
+        self.fp8 = fp8
 
     def start(self, model_path: str, max_model_len: int) -> None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, self.dtype))
         self.model.to(device).eval().requires_grad_(False)
+        if self.fp8:
+            quantize_weights_(self.model)
+            quantize_linear_inputs(self.model)
         if self.return_routes:
             RouterHooks(self.model)  # a dense or unsupported model fails here, not at the first rollout
 
@@ -48,6 +70,8 @@ class HFEngine(RolloutEngine):
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         self.model.load_state_dict(dict(named_tensors), strict=True)
+        if self.fp8:
+            quantize_weights_(self.model)
 
     @torch.no_grad()
     def generate(
