@@ -153,3 +153,21 @@ def test_bad_config_is_rejected_with_its_name(override, message, capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--config=recipes/quickstart.yaml", override])
     assert message in capsys.readouterr().err
+
+
+def test_sweep_then_report(tmp_path):
+    """Two seeds of the quickstart, tiny, run by stable-rl-sweep; stable-rl-report compares them."""
+    from stable_rl.report import report
+    from stable_rl.sweep import main as sweep
+
+    tiny = [a for a in SMALL if "limit_val_batches" not in a] + [
+        "--trainer.max_steps=2",
+        "--trainer.limit_val_batches=0",
+    ]
+    sweep(["--recipes", "recipes/quickstart.yaml", "--seeds", "0", "1", "--save-dir", str(tmp_path), "--", *tiny])
+    runs = [tmp_path / f"quickstart-s{seed}" / "version_0" for seed in (0, 1)]
+    rewards = [(run / "metrics.csv").read_text() for run in runs]
+    assert rewards[0] != rewards[1]  # different seeds, different runs
+    plotted = report(runs, tmp_path / "report")
+    assert {"reward", "kl", "entropy", "health"} <= set(plotted)
+    assert "| train/reward | quickstart-s1/version_0 |" in (tmp_path / "report" / "report.md").read_text()

@@ -1,0 +1,110 @@
+"""Compare finished runs from their Lightning CSV logs: one figure per metric family, runs side by side,
+and a markdown table of each metric's peak and final value per run.
+
+    stable-rl-report runs/minirl/version_0 runs/minirl_no_is/version_0 --out docs/report
+"""
+
+import argparse
+import csv
+import math
+from fnmatch import fnmatch
+from pathlib import Path
+
+FAMILIES = {  # figure name -> metric patterns
+    "reward": ["train/reward"],
+    "heldout": ["val/*/avg@*"],
+    "kl": ["train/kl", "train/kl_k3", "train/kl_no_replay", "train/kl_k3_no_replay"],
+    "entropy": ["train/entropy"],
+    "health": ["train/health/*"],
+    "routing": ["train/routing/infer_agreement", "train/routing/update_agreement"],
+}
+
+
+def read_run(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """metric -> [(step, value)] from ``run_dir/metrics.csv`` (a CSVLogger version directory)."""
+    path = run_dir / "metrics.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: pass CSVLogger version directories (runs/<name>/version_<n>)")
+    series: dict[str, list[tuple[int, float]]] = {}
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            for name, value in row.items():
+                if name not in ("step", "epoch") and value not in ("", None):
+                    series.setdefault(name, []).append((int(float(row["step"])), float(value)))
+    return series
+
+
+def run_label(run_dir: Path) -> str:
+    """``<experiment>/<version>`` from a CSVLogger directory."""
+    return f"{run_dir.parent.name}/{run_dir.name}"
+
+
+def family_metrics(runs: dict[str, dict], patterns: list[str]) -> list[str]:
+    names = {name for series in runs.values() for name in series}
+    return sorted(n for n in names if any(fnmatch(n, p) for p in patterns))
+
+
+def plot_family(runs: dict[str, dict], metrics: list[str], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(len(metrics), 3)
+    rows = math.ceil(len(metrics) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.4 * rows), squeeze=False)
+    for ax, metric in zip(axes.flat, metrics, strict=False):
+        for label, series in runs.items():
+            if metric in series:
+                steps, values = zip(*series[metric], strict=True)
+                ax.plot(steps, values, label=label, marker="o" if len(steps) < 30 else None, markersize=3)
+        ax.set_title(metric)
+        ax.set_xlabel("optimizer step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(metrics) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def table(runs: dict[str, dict], metrics: list[str]) -> str:
+    """Markdown: one row per run and metric, with its peak and final value and their steps."""
+    lines = ["| metric | run | peak | at step | final | at step |", "|---|---|---|---|---|---|"]
+    for metric in metrics:
+        for label, series in runs.items():
+            if metric in series:
+                peak_step, peak = max(series[metric], key=lambda point: point[1])
+                final_step, final = series[metric][-1]
+                lines.append(f"| {metric} | {label} | {peak:.4g} | {peak_step} | {final:.4g} | {final_step} |")
+    return "\n".join(lines)
+
+
+def report(run_dirs: list[Path], out: Path) -> dict[str, list[str]]:
+    """Write ``<family>.png`` per family with data and ``report.md``; returns family -> metrics plotted."""
+    runs = {run_label(d): read_run(d) for d in run_dirs}
+    out.mkdir(parents=True, exist_ok=True)
+    plotted = {}
+    for family, patterns in FAMILIES.items():
+        metrics = family_metrics(runs, patterns)
+        if metrics:
+            plot_family(runs, metrics, out / f"{family}.png")
+            plotted[family] = metrics
+    all_metrics = [m for metrics in plotted.values() for m in metrics]
+    figures = "\n".join(f"![{family}]({family}.png)" for family in plotted)
+    (out / "report.md").write_text(f"# Runs compared\n\n{figures}\n\n{table(runs, all_metrics)}\n")
+    return plotted
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="CSVLogger version directories")
+    parser.add_argument("--out", type=Path, default=Path("report"), help="folder for the figures and report.md")
+    args = parser.parse_args(argv)
+    plotted = report(args.runs, args.out)
+    print(f"wrote {', '.join(f'{f}.png' for f in plotted)} and report.md to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

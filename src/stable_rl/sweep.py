@@ -1,0 +1,106 @@
+"""Run recipes x seeds, one ``stable-rl fit`` each: in sequence, or ``--parallel K`` at a time with one
+GPU each where there are GPUs. Each run logs to ``<save_dir>/<name>-s<seed>``; the version
+directories are printed at the end for ``stable-rl-report``.
+
+    stable-rl-sweep --recipes "recipes/minirl.yaml" "recipes/minirl.yaml recipes/minirl_no_is.yaml" \\
+        --seeds 0 1 -- --trainer.max_steps=100
+"""
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Run:
+    configs: tuple[str, ...]  # stacked YAML files, later ones override earlier ones
+    seed: int
+    save_dir: str
+    extra: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The last config's stem and the seed, e.g. ``minirl_no_is-s1``."""
+        return f"{Path(self.configs[-1]).stem}-s{self.seed}"
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "stable_rl.cli",
+            "fit",
+            *(f"--config={c}" for c in self.configs),
+            f"--seed_everything={self.seed}",
+            f"--trainer.logger.init_args.save_dir={self.save_dir}",
+            f"--trainer.logger.init_args.name={self.name}",
+            *self.extra,
+        ]
+
+    def log_dir(self) -> Path:
+        """The newest version directory of this run's logger."""
+        versions = sorted((Path(self.save_dir) / self.name).glob("version_*"), key=lambda p: int(p.name.split("_")[1]))
+        if not versions:
+            raise FileNotFoundError(f"run {self.name} wrote no log under {self.save_dir}/{self.name}")
+        return versions[-1]
+
+
+def plan(recipes: list[str], seeds: list[int], save_dir: str, extra: list[str]) -> list[Run]:
+    """Every recipe stack (space-separated config files) with every seed, in that order."""
+    runs = []
+    for recipe in recipes:
+        configs = tuple(shlex.split(recipe))
+        missing = [c for c in configs if not Path(c).is_file()]
+        if missing:
+            raise FileNotFoundError(f"recipe file(s) {missing} not found (run from the project root)")
+        runs += [Run(configs, seed, save_dir, tuple(extra)) for seed in seeds]
+    return runs
+
+
+def execute(runs: list[Run], parallel: int = 1, gpus: int = 0) -> list[int]:
+    """Run them (``parallel`` at a time; with ``gpus``, run i sees GPU i % gpus); returns exit codes."""
+
+    def one(indexed: tuple[int, Run]) -> int:
+        index, run = indexed
+        env = dict(os.environ)
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = str(index % gpus)
+        print(f"[sweep] {run.name}: {shlex.join(run.command()[1:])}", flush=True)
+        return subprocess.run(run.command(), env=env).returncode
+
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        return list(pool.map(one, enumerate(runs)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipes", nargs="+", required=True, help='config stacks, e.g. "a.yaml b.yaml"')
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--save-dir", default="runs/sweep")
+    parser.add_argument("--parallel", type=int, default=1, help="runs at a time (one GPU each where there are GPUs)")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands only")
+    args = parser.parse_args(argv)
+    runs = plan(args.recipes, args.seeds, args.save_dir, extra)
+    if args.dry_run:
+        for run in runs:
+            print(shlex.join(run.command()[1:]))
+        return
+    import torch
+
+    codes = execute(runs, args.parallel, torch.cuda.device_count())
+    failed = [run.name for run, code in zip(runs, codes, strict=True) if code]
+    done = [str(run.log_dir()) for run, code in zip(runs, codes, strict=True) if not code]
+    print("[sweep] finished runs (for stable-rl-report):", *done, sep="\n  ")
+    if failed:
+        raise SystemExit(f"[sweep] failed runs: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""stable-rl-report on small synthetic CSV logs: the figures per family and the peak/final table."""
+
+import pytest
+
+from stable_rl.report import main, report
+
+HEADER = "epoch,step,train/reward,train/kl,val/heldout/avg@4\n"
+
+
+def write_run(root, name, rows):
+    run = root / name / "version_0"
+    run.mkdir(parents=True)
+    (run / "metrics.csv").write_text(HEADER + "".join(rows))
+    return run
+
+
+def test_report_writes_figures_and_the_peak_final_table(tmp_path):
+    a = write_run(
+        tmp_path, "minirl", ["0,0,0.5,0.001,\n", "0,0,,,0.40\n", "0,1,0.7,0.002,\n", "0,1,,,0.55\n", "0,2,0.6,0.001,\n"]
+    )
+    b = write_run(tmp_path, "no_is", ["0,0,0.5,0.003,\n", "0,1,0.2,0.004,\n"])
+    plotted = report([a, b], tmp_path / "out")
+    assert plotted == {"reward": ["train/reward"], "heldout": ["val/heldout/avg@4"], "kl": ["train/kl"]}
+    for family in plotted:
+        assert (tmp_path / "out" / f"{family}.png").read_bytes()[:4] == b"\x89PNG"
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "| train/reward | minirl/version_0 | 0.7 | 1 | 0.6 | 2 |" in text
+    assert "| train/reward | no_is/version_0 | 0.5 | 0 | 0.2 | 1 |" in text
+    assert "| val/heldout/avg@4 | minirl/version_0 | 0.55 | 1 | 0.55 | 1 |" in text
+    assert "no_is/version_0 | 0.004 |" in text and "val/heldout/avg@4 | no_is" not in text
+
+
+def test_a_folder_without_metrics_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"metrics\.csv not found: pass CSVLogger version directories"):
+        main([str(tmp_path), "--out", str(tmp_path / "out")])
