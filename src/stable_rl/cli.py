@@ -1,7 +1,7 @@
 """``stable-rl``: LightningCLI over the PolicyModule and RolloutDataModule.
 
 stable-rl fit --config recipes/quickstart.yaml
-stable-rl fit --config recipes/minirl.yaml --config recipes/grpo.yaml
+stable-rl fit --config recipes/minirl.yaml --config recipes/paper/grpo.yaml
 """
 
 import warnings

@@ -2,7 +2,7 @@
 GPU each where there are GPUs. Each run logs to ``<save_dir>/<name>-s<seed>``; the version
 directories are printed at the end for ``stable-rl-report``.
 
-    stable-rl-sweep --recipes "recipes/minirl.yaml" "recipes/minirl.yaml recipes/minirl_no_is.yaml" \\
+    stable-rl-sweep --recipes "recipes/minirl.yaml" "recipes/minirl.yaml recipes/paper/minirl_no_is.yaml" \\
         --seeds 0 1 -- --trainer.max_steps=100
 """
 

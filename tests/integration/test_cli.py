@@ -135,7 +135,7 @@ def test_every_recipe_runs_one_step_with_its_launch_command(recipe, tmp_path):
 
 
 def test_stacked_recipe_swaps_only_the_objective():
-    cli = main(["--config=recipes/minirl.yaml", "--config=recipes/minirl_no_is.yaml"], run=False)
+    cli = main(["--config=recipes/minirl.yaml", "--config=recipes/paper/minirl_no_is.yaml"], run=False)
     assert cli.model.objective.train_infer_is is False
     assert cli.model.objective.is_cap == 5.0
     assert cli.datamodule.engine.dtype == "bfloat16"

@@ -83,3 +83,24 @@ def test_direct_fraction_answers_that_share_of_problems_with_the_boxed_answer_al
     assert mixed == responses(0.5) and mixed != responses(0.5, seed=1)
     with pytest.raises(ValueError, match=r"direct_fraction=1.5 must be in \[0, 1\]"):
         SFTDataModule(ReasoningGymPrompts(["chain_sum"]), direct_fraction=1.5)
+
+
+def test_unboxed_fraction_states_that_share_of_answers_without_the_box(tiny_model_path, tokenizer):
+    """The format-error cold start: the same steps, the last line "The answer is N." instead of \\boxed{N}."""
+    prompts = ReasoningGymPrompts(["chain_sum"], size=200, seed=3, max_terms=3, max_digits=2)
+
+    def responses(fraction: float) -> list[str]:
+        data = SFTDataModule(prompts, val_size=2, unboxed_fraction=fraction)
+        data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model_path=tiny_model_path))
+        data.setup("fit")
+        return [tokenizer.decode(response, skip_special_tokens=True) for _, response in data.pairs]
+
+    boxed, mixed = responses(0.0), responses(0.5)
+    unboxed = 0
+    for full, answer in zip(boxed, mixed, strict=True):
+        *steps, last = full.splitlines()
+        if answer != full:
+            gold = last.removeprefix("\\boxed{").removesuffix("}")
+            assert answer.splitlines() == [*steps, f"The answer is {gold}."]
+            unboxed += 1
+    assert 80 <= unboxed <= 120

@@ -9,7 +9,9 @@ from stable_rl.sweep import main, plan
 
 
 def test_plan_is_every_recipe_stack_with_every_seed():
-    runs = plan(["recipes/minirl.yaml", "recipes/minirl.yaml recipes/minirl_no_is.yaml"], [0, 3], "out", ["--x=1"])
+    runs = plan(
+        ["recipes/minirl.yaml", "recipes/minirl.yaml recipes/paper/minirl_no_is.yaml"], [0, 3], "out", ["--x=1"]
+    )
     assert [run.name for run in runs] == ["minirl-s0", "minirl-s3", "minirl_no_is-s0", "minirl_no_is-s3"]
     assert runs[3].command() == [
         sys.executable,
@@ -17,7 +19,7 @@ def test_plan_is_every_recipe_stack_with_every_seed():
         "stable_rl.cli",
         "fit",
         "--config=recipes/minirl.yaml",
-        "--config=recipes/minirl_no_is.yaml",
+        "--config=recipes/paper/minirl_no_is.yaml",
         "--seed_everything=3",
         "--trainer.logger.init_args.save_dir=out",
         "--trainer.logger.init_args.name=minirl_no_is-s3",

@@ -40,6 +40,9 @@ class SFTDataModule(L.LightningDataModule):
         direct_fraction: fraction of problems whose target is the bare ``\\boxed{answer}``, no steps: a
             cold start that mixes two answer styles, one of which (working the steps) is far more
             accurate, leaves RL a behaviour to learn that transfers to new problems.
+        unboxed_fraction: fraction of problems whose last line states the answer as ``The answer is N.``
+            instead of ``\\boxed{N}``: a cold start with format errors (the verifier scores only boxed
+            answers), the first thing RL on a real cold start usually fixes.
     """
 
     def __init__(
@@ -50,11 +53,14 @@ class SFTDataModule(L.LightningDataModule):
         val_size: int = 256,
         seed: int = 0,
         direct_fraction: float = 0.0,
+        unboxed_fraction: float = 0.0,
     ) -> None:
         super().__init__()
-        if not 0.0 <= direct_fraction <= 1.0:
-            raise ValueError(f"data.direct_fraction={direct_fraction} must be in [0, 1]")
+        for name, value in (("direct_fraction", direct_fraction), ("unboxed_fraction", unboxed_fraction)):
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"data.{name}={value} must be in [0, 1]")
         self.direct_fraction = direct_fraction
+        self.unboxed_fraction = unboxed_fraction
         self.prompts = prompts
         self.template = template if template is not None else PromptTemplate()
         self.batch_size = batch_size
@@ -73,6 +79,9 @@ class SFTDataModule(L.LightningDataModule):
             if solution is not None:
                 if style.random() < self.direct_fraction:
                     solution = solution.splitlines()[-1]  # the \boxed{answer} line alone
+                if self.unboxed_fraction and style.random() < self.unboxed_fraction:
+                    *steps, _ = solution.splitlines()
+                    solution = "\n".join([*steps, f"The answer is {row['answer']}."])
                 response = self.tokenizer(solution, add_special_tokens=False)["input_ids"] + [eos]
                 self.pairs.append((self.template.encode(self.tokenizer, row["question"]), response))
         if len(self.pairs) <= self.val_size:
