@@ -9,6 +9,7 @@ way on the ``benchmarks`` (one dataloader each), with its own ``eval_sampling`` 
 per problem, yielding ``EvalBatch`` rewards for avg@n and pass@k.
 """
 
+import os
 from dataclasses import dataclass
 
 import lightning as L
@@ -41,7 +42,8 @@ class RolloutDataModule(L.LightningDataModule):
         prompts_per_step: prompts per global step (paper: B x N); the global batch is this x ``group_size``.
         group_size: responses per prompt, G (paper: 16); the advantage baseline is their mean.
         max_prompt_tokens: longest prompt accepted; longer ones are an error.
-        seed: seed of the prompt order.
+        seed: seed of the prompt order, and the engine's unless it has its own; None (default): the
+            run's ``seed_everything``, so runs of different seeds see different prompts and samples.
         benchmarks: named evaluation sets, e.g. ``{heldout: ReasoningGymPrompts(seed=1000), asdiv: ASDivPrompts}``;
             problems whose question is also a training question are dropped from them.
         eval_samples: samples per evaluation problem, n of avg@n (paper: 32).
@@ -58,7 +60,7 @@ class RolloutDataModule(L.LightningDataModule):
         prompts_per_step: int = 8,
         group_size: int = 8,
         max_prompt_tokens: int = 256,
-        seed: int = 0,
+        seed: int | None = None,
         benchmarks: dict[str, PromptSource] | None = None,
         eval_samples: int = 4,
         eval_sampling: Sampling | None = None,
@@ -94,6 +96,10 @@ class RolloutDataModule(L.LightningDataModule):
         return self.prompts_per_step * self.group_size
 
     def setup(self, stage: str) -> None:
+        if self.seed is None:
+            self.seed = int(os.environ.get("PL_GLOBAL_SEED", 0))  # set by seed_everything
+        if self.engine.seed is None:
+            self.engine.seed = self.seed
         if not self.problems:
             self._load_problems(self.trainer.lightning_module.model_path)
 

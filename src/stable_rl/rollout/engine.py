@@ -44,7 +44,8 @@ class RolloutEngine(ABC):
         max_new_tokens, temperature, top_p: the training rollouts' ``Sampling``.
         dtype: the engine's precision, separate from training ("float32" matches training exactly;
             "bfloat16" is a real training-inference mismatch).
-        seed: base seed; each request's seed derives from it, the step and its index.
+        seed: base seed; each request's seed derives from it, the step and its index. None (default):
+            the data module sets the run's seed (``seed_everything``); a standalone engine uses 0.
         return_routes: also return each token's routed experts (MoE models; needed by Routing Replay
             R3, whose callback turns this on).
     """
@@ -55,7 +56,7 @@ class RolloutEngine(ABC):
         temperature: float = 1.0,
         top_p: float = 1.0,
         dtype: Dtype = "float32",
-        seed: int = 0,
+        seed: int | None = None,
         return_routes: bool = False,
     ) -> None:
         self.sampling = Sampling(max_new_tokens, temperature, top_p)
@@ -107,9 +108,14 @@ class RolloutEngine(ABC):
             self.load_weights(named_tensors)
             self.version = version
 
+    @property
+    def base_seed(self) -> int:
+        """``seed``, or 0 when unset."""
+        return 0 if self.seed is None else self.seed
+
     def request_seed(self, step: int, index: int, group_size: int, stream: int = 0) -> int:
         """A reproducible seed for prompt ``index`` of ``step``; its G samples use seed + 0..G-1 (vLLM's
         rule for ``n > 1``), so no two samples of a step share one. ``stream`` separates training
         rollouts (0) from evaluation (1)."""
-        base = ((self.seed * 1_000_003 + stream * 100_003 + step) * 1_000_003) % (2**31 - 1)
+        base = ((self.base_seed * 1_000_003 + stream * 100_003 + step) * 1_000_003) % (2**31 - 1)
         return (base + index * group_size) % (2**31 - 1)

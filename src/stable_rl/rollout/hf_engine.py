@@ -35,7 +35,7 @@ class HFEngine(RolloutEngine):
         temperature: float = 1.0,
         top_p: float = 1.0,
         dtype: Dtype = "float32",
-        seed: int = 0,
+        seed: int | None = None,
         return_routes: bool = False,
         fp8: bool = False,
     ) -> None:

@@ -31,7 +31,7 @@ class VLLMEngine(RolloutEngine):
         temperature: float = 1.0,
         top_p: float = 1.0,
         dtype: Dtype = "float32",
-        seed: int = 0,
+        seed: int | None = None,
         kv_cache_memory_bytes: int | None = 256 * 2**20,
         gpu_memory_utilization: float = 0.3,
         enforce_eager: bool = True,
@@ -75,7 +75,7 @@ class VLLMEngine(RolloutEngine):
         self.llm = LLM(
             model=model_path,
             dtype=self.dtype,
-            seed=self.seed,
+            seed=self.base_seed,
             max_model_len=max_model_len,
             enforce_eager=self.enforce_eager,
             enable_prefix_caching=False,  # a weight sync must never reuse KV from older weights
