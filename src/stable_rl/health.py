@@ -25,9 +25,11 @@ def token_log_ratios(logprobs: Tensor, old_logprobs: Tensor, rollout_logprobs: T
 
 def sequence_linearisation_gap(total_log_ratio: Tensor, response_mask: Tensor) -> Tensor:
     """|prod_t (1 + delta_t) - (1 + sum_t delta_t)| per response, delta_t = pi_theta/mu_old - 1: the
-    error of the surrogate's first-order step on each sequence ratio. [M, T], [M, T] bool -> [M] float64."""
+    error of the surrogate's first-order step on each sequence ratio. [M, T], [M, T] bool -> [M] float64.
+    The sequence log-ratio is capped at 50 (a ratio of 5e21) so that one runaway response cannot make
+    the batch mean infinite."""
     log_ratio = total_log_ratio.double() * response_mask  # zero off the response
-    sequence_ratio = log_ratio.sum(-1).exp()
+    sequence_ratio = log_ratio.sum(-1).clamp(max=50).exp()
     first_order = 1 + (log_ratio.exp() - 1).mul(response_mask).sum(-1)
     return (sequence_ratio - first_order).abs()
 

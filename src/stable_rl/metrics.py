@@ -43,16 +43,25 @@ class StepMetrics:
         values = {}
         for name, metric in self._metrics.items():
             value = metric.compute()
-            values[name] = quantile(value.flatten(), self._quantiles[name]) if name in self._quantiles else value
+            if name in self._quantiles:  # CatMetric: all values (an empty list if none came)
+                value = quantile(
+                    value.flatten() if isinstance(value, Tensor) else torch.empty(0), self._quantiles[name]
+                )
+            values[name] = value
         self._metrics, self._quantiles = {}, {}
         return values
 
 
 def quantile(values: Tensor, q: float) -> Tensor:
-    """The q-quantile of a 1-D tensor (NaN when empty), float32."""
+    """The q-quantile of a 1-D tensor, linearly interpolated as ``torch.quantile`` does (which refuses
+    more than 2^24 values, fewer than one step of a large run has tokens); NaN when empty; float32."""
     if values.numel() == 0:
         return torch.tensor(float("nan"), device=values.device)
-    return torch.quantile(values.double(), q).float()
+    ordered = values.double().sort().values
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return (ordered[low] + (ordered[high] - ordered[low]) * (position - low)).float()
 
 
 def token_kl(sampler_logprobs: Tensor, logprobs: Tensor) -> Tensor:

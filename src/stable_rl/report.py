@@ -34,9 +34,10 @@ def read_run(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return series
 
 
-def run_label(run_dir: Path) -> str:
-    """``<experiment>/<version>`` from a CSVLogger directory."""
-    return f"{run_dir.parent.name}/{run_dir.name}"
+def run_labels(run_dirs: list[Path]) -> list[str]:
+    """``<experiment>/<version>`` per CSVLogger directory; the whole path where that is ambiguous."""
+    short = [f"{d.parent.name}/{d.name}" for d in run_dirs]
+    return [s if short.count(s) == 1 else str(d) for s, d in zip(short, run_dirs, strict=True)]
 
 
 def family_metrics(runs: dict[str, dict], patterns: list[str]) -> list[str]:
@@ -75,7 +76,8 @@ def table(runs: dict[str, dict], metrics: list[str]) -> str:
     for metric in metrics:
         for label, series in runs.items():
             if metric in series:
-                peak_step, peak = max(series[metric], key=lambda point: point[1])
+                finite = [p for p in series[metric] if not math.isnan(p[1])] or series[metric]
+                peak_step, peak = max(finite, key=lambda point: point[1])
                 final_step, final = series[metric][-1]
                 lines.append(f"| {metric} | {label} | {peak:.4g} | {peak_step} | {final:.4g} | {final_step} |")
     return "\n".join(lines)
@@ -83,7 +85,7 @@ def table(runs: dict[str, dict], metrics: list[str]) -> str:
 
 def report(run_dirs: list[Path], out: Path) -> dict[str, list[str]]:
     """Write ``<family>.png`` per family with data and ``report.md``; returns family -> metrics plotted."""
-    runs = {run_label(d): read_run(d) for d in run_dirs}
+    runs = {label: read_run(d) for label, d in zip(run_labels(run_dirs), run_dirs, strict=True)}
     out.mkdir(parents=True, exist_ok=True)
     plotted = {}
     for family, patterns in FAMILIES.items():

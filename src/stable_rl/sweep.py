@@ -14,6 +14,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from queue import Queue
 
 
 @dataclass(frozen=True)
@@ -62,18 +63,27 @@ def plan(recipes: list[str], seeds: list[int], save_dir: str, extra: list[str]) 
 
 
 def execute(runs: list[Run], parallel: int = 1, gpus: int = 0) -> list[int]:
-    """Run them (``parallel`` at a time; with ``gpus``, run i sees GPU i % gpus); returns exit codes."""
+    """Run them, ``parallel`` at a time; with ``gpus``, each run gets a GPU no other running run holds
+    (``parallel`` is then at most ``gpus``). Returns the exit codes."""
+    free = Queue()
+    for gpu in range(gpus):
+        free.put(gpu)
+    parallel = min(parallel, gpus) if gpus else parallel
 
-    def one(indexed: tuple[int, Run]) -> int:
-        index, run = indexed
+    def one(run: Run) -> int:
         env = dict(os.environ)
-        if gpus:
-            env["CUDA_VISIBLE_DEVICES"] = str(index % gpus)
+        gpu = free.get() if gpus else None
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         print(f"[sweep] {run.name}: {shlex.join(run.command()[1:])}", flush=True)
-        return subprocess.run(run.command(), env=env).returncode
+        try:
+            return subprocess.run(run.command(), env=env).returncode
+        finally:
+            if gpu is not None:
+                free.put(gpu)
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
-        return list(pool.map(one, enumerate(runs)))
+        return list(pool.map(one, runs))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,7 +9,7 @@ import torch
 
 from stable_rl.data.template import PromptTemplate
 from stable_rl.logprobs import sequence_logprobs
-from stable_rl.rollout import HFEngine, RolloutBatch, VLLMEngine
+from stable_rl.rollout import HFEngine, RolloutBatch, Sampling, VLLMEngine
 from stable_rl.routing import RouterHooks, routed_positions, routes_match
 
 
@@ -121,6 +121,8 @@ def test_routes_are_the_hf_routers_own_choice(engine_cls, tiny_model, tokenizer,
         assert batch.routes.shape == (*batch.input_ids.shape, 4, 2) and batch.routes.dtype == torch.int16
         assert (batch.routes[~needed] == -1).all()  # the last token of each row and padding: no route
         assert routes_match(hooks.own, batch.routes)[needed].all()
+    evaluation = engine.generate(prompts(tokenizer), group_size=2, step=2, sampling=Sampling(max_new_tokens=8))
+    assert all(s.routes is None for s in evaluation)  # evaluation needs no routes, so none are captured
     engine.close()
 
 

@@ -37,3 +37,13 @@ def test_linear_inputs_are_rounded_per_token(tiny_model_path):
     q_proj.register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone()))  # runs after the rounding
     model(input_ids=torch.tensor([[5, 6, 7]]))
     torch.testing.assert_close(seen[0], fake_quantize(seen[0]), rtol=0, atol=0)  # already on the e4m3 grid
+
+
+def test_moe_experts_inputs_are_rounded_too(tiny_model_path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
+    seen = []
+    experts = model.model.layers[0].mlp.experts
+    quantize_linear_inputs(model)
+    experts.register_forward_pre_hook(lambda mod, args: seen.append(args[0].clone()))
+    model(input_ids=torch.tensor([[5, 6, 7]]))
+    torch.testing.assert_close(seen[0], fake_quantize(seen[0]), rtol=0, atol=0)

@@ -72,3 +72,12 @@ def test_on_policy_step_logs_the_split(tiny_model_path):
         logged["train/health/beyond_threshold"], (gap.abs() > module.health_threshold).float().mean()
     )
     assert 0 < logged["train/health/beyond_threshold"] < 1
+
+
+def test_quantile_beyond_torch_quantiles_limit():
+    """torch.quantile refuses more than 2^24 values; a step of a large run has more tokens."""
+    from stable_rl.metrics import quantile
+
+    values = torch.arange(2**24 + 1, dtype=torch.float32).flip(0)
+    assert quantile(values, 0.5) == 2**23
+    torch.testing.assert_close(quantile(torch.arange(1.0, 101.0), 0.99), torch.tensor(99.01))

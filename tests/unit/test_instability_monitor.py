@@ -57,3 +57,13 @@ def test_stop_keeps_a_checkpoint_and_ends_training(tiny_model_path, tmp_path):
     assert checkpoint["global_step"] == 1
     for name, value in module.policy.state_dict().items():
         assert torch.equal(checkpoint["state_dict"][f"policy.{name}"], value)
+
+
+def test_state_survives_a_checkpoint_round_trip():
+    monitor = InstabilityMonitor(window=2, patience=2)
+    run(monitor, {"reward": [0.5, 0.6, 0.6, 0.2, 0.1]})  # means 0.55, 0.6, 0.4, 0.15: one step into a collapse
+    resumed = InstabilityMonitor(window=2, patience=2)
+    resumed.load_state_dict(monitor.state_dict())
+    with pytest.warns(UserWarning, match="instability at step 0 for 2 steps"):  # the fake trainer restarts at 0
+        run(resumed, {"reward": [0.1]})  # the second step of the collapse: raised at once
+    assert resumed.incidents == [(0, "reward_collapse")]

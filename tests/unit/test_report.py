@@ -33,3 +33,11 @@ def test_report_writes_figures_and_the_peak_final_table(tmp_path):
 def test_a_folder_without_metrics_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"metrics\.csv not found: pass CSVLogger version directories"):
         main([str(tmp_path), "--out", str(tmp_path / "out")])
+
+
+def test_runs_of_the_same_name_in_two_folders_keep_apart(tmp_path):
+    a = write_run(tmp_path / "first", "minirl", ["0,0,0.5,0.001,\n"])
+    b = write_run(tmp_path / "second", "minirl", ["0,0,0.9,0.001,\n"])
+    report([a, b], tmp_path / "out")
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert f"| train/reward | {a} | 0.5 |" in text and f"| train/reward | {b} | 0.9 |" in text

@@ -2,6 +2,7 @@
 
 import shlex
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -41,3 +42,30 @@ def test_dry_run_prints_the_commands(capsys):
 def test_a_missing_recipe_is_named():
     with pytest.raises(FileNotFoundError, match=r"\['recipes/nope.yaml'\] not found"):
         plan(["recipes/minirl.yaml recipes/nope.yaml"], [0], "out", [])
+
+
+def test_parallel_runs_never_share_a_gpu(monkeypatch):
+    """Four runs, two at a time on two GPUs, of uneven length: each holds a GPU no other running run holds."""
+    import threading
+    import time
+
+    from stable_rl import sweep
+
+    running: dict[str, str] = {}
+    overlaps = []
+    lock = threading.Lock()
+
+    def fake_run(command, env):  # stands in for the stable-rl fit subprocess
+        name = next(a for a in command if a.startswith("--trainer.logger.init_args.name="))
+        with lock:
+            overlaps.append(env["CUDA_VISIBLE_DEVICES"] in running.values())
+            running[name] = env["CUDA_VISIBLE_DEVICES"]
+        time.sleep(0.05 if name.endswith("s0") else 0.2)
+        with lock:
+            del running[name]
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(sweep.subprocess, "run", fake_run)
+    runs = plan(["recipes/minirl.yaml"], [0, 1, 2, 3], "out", [])
+    assert sweep.execute(runs, parallel=2, gpus=2) == [0, 0, 0, 0]
+    assert overlaps == [False] * 4

@@ -45,6 +45,22 @@ class InstabilityMonitor(L.Callback):
         self.streaks: dict[str, int] = {}
         self.incidents: list[tuple[int, str]] = []  # (step, sign) whenever a sign is raised
 
+    def state_dict(self) -> dict:
+        """Kept in Lightning checkpoints, so a resumed run judges on the same history."""
+        return {
+            "history": {name: list(values) for name, values in self.history.items()},
+            "best_reward": self.best_reward,
+            "streaks": dict(self.streaks),
+            "incidents": list(self.incidents),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, values in state["history"].items():
+            self.history[name] = deque(values, maxlen=self.window)
+        self.best_reward = state["best_reward"]
+        self.streaks = dict(state["streaks"])
+        self.incidents = [tuple(incident) for incident in state["incidents"]]
+
     def signs(self) -> dict[str, str]:
         """The signs present after the latest step: name -> description."""
         mean = {name: sum(v) / len(v) for name, v in self.history.items() if len(v) == self.window}

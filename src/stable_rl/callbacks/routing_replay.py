@@ -25,7 +25,7 @@ from torch import Tensor
 
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.metrics import token_kl
-from stable_rl.routing import RouterHooks, routed_positions, routes_match
+from stable_rl.routing import ROUTE_DTYPE, RouterHooks, routed_positions, routes_match
 
 
 class RoutingReplay(PolicyForwardCallback):
@@ -107,8 +107,8 @@ class RoutingReplay(PolicyForwardCallback):
         """Store one pi_old micro-batch's routes at its rows of the global batch."""
         if self.old_routes is None:
             size = len(self.replayed)
-            self.old_routes = torch.full((size, *routes.shape[1:]), -1, dtype=routes.dtype, device=routes.device)
-        self.old_routes[rows.to(routes.device)] = routes
+            self.old_routes = torch.full((size, *routes.shape[1:]), -1, dtype=ROUTE_DTYPE, device=routes.device)
+        self.old_routes[rows.to(routes.device)] = routes.to(ROUTE_DTYPE)
 
     @torch.no_grad()
     def _diagnose(self, module, batch, needed: Tensor) -> None:

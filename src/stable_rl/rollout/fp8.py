@@ -2,9 +2,10 @@
 hardware without FP8 kernels.
 
 Every matrix weight (all >= 2-D parameters but the embeddings, the LM head and the MoE routers, which
-FP8 serving keeps in 16 bits; MoE expert stacks included) is rounded to float8 e4m3 with one scale per output row (row max / 448), and the input of
-every ``nn.Linear`` is rounded the same way with one scale per token, as W8A8 FP8 serving does; the
-arithmetic itself stays in the engine's dtype.
+FP8 serving keeps in 16 bits; MoE expert stacks included) is rounded to float8 e4m3 with one scale per
+output row (row max / 448), and the input of every ``nn.Linear`` and of every MoE experts module is
+rounded the same way with one scale per token, as W8A8 FP8 serving does; the arithmetic itself stays
+in the engine's dtype.
 """
 
 import torch
@@ -33,12 +34,14 @@ def quantize_weights_(model: nn.Module) -> int:
 
 
 def quantize_linear_inputs(model: nn.Module) -> list:
-    """Round every ``nn.Linear`` input to e4m3 (per token) from now on; returns the hook handles."""
+    """Round the input of every ``nn.Linear`` and MoE experts module (transformers 5 keeps expert stacks
+    as 3-D parameters of an ``...Experts`` module) to e4m3 per token from now on; returns the hooks."""
     head = model.get_output_embeddings()
     return [
         module.register_forward_pre_hook(lambda mod, args: (fake_quantize(args[0]), *args[1:]))
         for name, module in model.named_modules()
-        if isinstance(module, nn.Linear) and module is not head and not _is_router(f"{name}.weight")
+        if (isinstance(module, nn.Linear) and module is not head and not _is_router(f"{name}.weight"))
+        or type(module).__name__.endswith("Experts")
     ]
 
 

@@ -97,15 +97,16 @@ class HFEngine(RolloutEngine):
         for tokens in sequences[:, width:].tolist():  # [P*G, N], padded after the first EOS
             end = next((i + 1 for i, token in enumerate(tokens) if token in eos), len(tokens))
             responses.append(tokens[:end])
-        return self._score(prompt_ids, responses, group_size, sampling.temperature or 1.0)  # greedy: raw dist.
+        temperature = sampling.temperature or 1.0  # greedy: the raw distribution
+        return self._score(prompt_ids, responses, group_size, temperature, self.return_routes and stream == 0)
 
-    def _score(self, prompt_ids, responses, group_size: int, temperature: float) -> list[Sample]:
+    def _score(self, prompt_ids, responses, group_size: int, temperature: float, with_routes: bool) -> list[Sample]:
         """log mu_old of each sampled token: one forward of the engine's model at the temperature
         (no per-step [batch, vocab] scores kept during generation)."""
         rows = [(prompt_ids[i // group_size], response) for i, response in enumerate(responses)]
         input_ids, attention_mask, response_mask = right_pad(rows, pad_token_id=0)
         device = self.model.device
-        hooks = RouterHooks(self.model) if self.return_routes else None
+        hooks = RouterHooks(self.model) if with_routes else None
         with hooks.record(input_ids) if hooks else nullcontext():
             logprobs, _ = sequence_logprobs(
                 self.model, input_ids.to(device), attention_mask.to(device), response_mask.to(device), temperature

