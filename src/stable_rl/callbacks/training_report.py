@@ -66,7 +66,8 @@ class TrainingReport(L.Callback):
 
         panels: dict[str, list[str]] = {}
         for name in sorted(curves):
-            panels.setdefault(SAME_PANEL.get(name, name) if SAME_PANEL.get(name) in curves else name, []).append(name)
+            partner = SAME_PANEL.get(name)
+            panels.setdefault(partner if partner in curves else name, []).append(name)
         cols = min(len(panels), 3)
         rows = math.ceil(len(panels) / cols)
         fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.2 * rows), squeeze=False)

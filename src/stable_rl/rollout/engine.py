@@ -98,6 +98,10 @@ class RolloutEngine(ABC):
             if self.running:
                 self.close()
 
+    def with_routes(self, sampling: Sampling | None) -> bool:
+        """Whether a ``generate`` call returns routes: only training rollouts need them, not evaluation."""
+        return self.return_routes and sampling is None
+
     def stream(self, sampling: Sampling | None) -> int:
         """Seed stream: 0 for training rollouts, 1 for evaluation."""
         return 0 if sampling is None else 1

@@ -77,7 +77,7 @@ class HFEngine(RolloutEngine):
     def generate(
         self, prompt_ids: list[list[int]], group_size: int, step: int, sampling: Sampling | None = None
     ) -> list[Sample]:
-        stream = self.stream(sampling)
+        stream, with_routes = self.stream(sampling), self.with_routes(sampling)
         sampling = sampling or self.sampling
         config = self._generation_config(sampling)
         config.num_return_sequences = group_size
@@ -98,7 +98,7 @@ class HFEngine(RolloutEngine):
             end = next((i + 1 for i, token in enumerate(tokens) if token in eos), len(tokens))
             responses.append(tokens[:end])
         temperature = sampling.temperature or 1.0  # greedy: the raw distribution
-        return self._score(prompt_ids, responses, group_size, temperature, self.return_routes and stream == 0)
+        return self._score(prompt_ids, responses, group_size, temperature, with_routes)
 
     def _score(self, prompt_ids, responses, group_size: int, temperature: float, with_routes: bool) -> list[Sample]:
         """log mu_old of each sampled token: one forward of the engine's model at the temperature

@@ -114,7 +114,7 @@ class VLLMEngine(RolloutEngine):
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        stream = self.stream(sampling)
+        stream, with_routes = self.stream(sampling), self.with_routes(sampling)
         sampling = sampling or self.sampling
         # One request per sample (seed + j, vLLM's own rule for n > 1), so each has its own request id
         # to key its routes by.
@@ -131,15 +131,14 @@ class VLLMEngine(RolloutEngine):
             for j in range(group_size)
         ]
         prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids for _ in range(group_size)]
-        with_routes = self.return_routes and stream == 0  # evaluation needs no routes
-        if self.capture is None:
-            return [self._sample(r, with_routes) for r in self.llm.generate(prompts, params, use_tqdm=False)]
-        self.capture.active = with_routes
+        if self.capture is not None:
+            self.capture.active = with_routes
         try:
             return [self._sample(r, with_routes) for r in self.llm.generate(prompts, params, use_tqdm=False)]
         finally:
-            self.capture.active = False
-            self.capture.routes.clear()
+            if self.capture is not None:
+                self.capture.active = False
+                self.capture.routes.clear()
 
     def _sample(self, request, with_routes: bool) -> Sample:
         completion = request.outputs[0]
