@@ -7,6 +7,7 @@ from torch import Tensor
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from stable_rl.logprobs import sequence_logprobs
+from stable_rl.rng import rng_states, set_rng_states
 from stable_rl.rollout.engine import Dtype
 
 
@@ -50,6 +51,13 @@ class HFPolicyModule(L.LightningModule):
             "optimizer": optimizer,
             "lr_scheduler": {"scheduler": self.lr_scheduler_factory(optimizer), "interval": "step"},
         }
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["rng_states"] = rng_states()  # Lightning keeps none: a resumed run continues the streams
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if "rng_states" in checkpoint:
+            set_rng_states(checkpoint["rng_states"])
 
     def logprobs(self, input_ids: Tensor, attention_mask: Tensor, response_mask: Tensor, temperature: float = 1.0):
         """Position-aligned log pi and entropy, [M, L] each (see ``sequence_logprobs``)."""

@@ -60,7 +60,7 @@ def plot_family(runs: dict[str, dict], metrics: list[str], path: Path) -> None:
                 steps, values = zip(*series[metric], strict=True)
                 ax.plot(steps, values, label=label, marker="o" if len(steps) < 30 else None, markersize=3)
         ax.set_title(metric)
-        ax.set_xlabel("optimizer step")
+        ax.set_xlabel("global step (logger step: one rollout batch, N updates)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(metrics) :]:

@@ -1,5 +1,5 @@
 """Run recipes x seeds, one ``stable-rl fit`` each: in sequence, or ``--parallel K`` at a time with one
-GPU each where there are GPUs. Each run logs to ``<save_dir>/<name>-s<seed>``; the version
+GPU each where there are GPUs (``--per-gpu M``: up to M runs share a GPU). Each run logs to ``<save_dir>/<name>-s<seed>``; the version
 directories are printed at the end for ``stable-rl-report``.
 
     stable-rl-sweep --recipes "recipes/minirl.yaml" "recipes/minirl.yaml recipes/paper/minirl_no_is.yaml" \\
@@ -62,13 +62,13 @@ def plan(recipes: list[str], seeds: list[int], save_dir: str, extra: list[str]) 
     return runs
 
 
-def execute(runs: list[Run], parallel: int = 1, gpus: int = 0) -> list[int]:
-    """Run them, ``parallel`` at a time; with ``gpus``, each run gets a GPU no other running run holds
-    (``parallel`` is then at most ``gpus``). Returns the exit codes."""
+def execute(runs: list[Run], parallel: int = 1, gpus: int = 0, per_gpu: int = 1) -> list[int]:
+    """Run them, ``parallel`` at a time; with ``gpus``, each run gets a GPU that at most ``per_gpu - 1``
+    other running runs hold (``parallel`` is then at most ``gpus * per_gpu``). Returns the exit codes."""
     free = Queue()
-    for gpu in range(gpus):
+    for gpu in [g for _ in range(per_gpu) for g in range(gpus)]:  # spread over the GPUs first
         free.put(gpu)
-    parallel = min(parallel, gpus) if gpus else parallel
+    parallel = min(parallel, gpus * per_gpu) if gpus else parallel
 
     def one(run: Run) -> int:
         env = dict(os.environ)
@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--save-dir", default="runs/sweep")
     parser.add_argument("--parallel", type=int, default=1, help="runs at a time (one GPU each where there are GPUs)")
+    parser.add_argument("--per-gpu", type=int, default=1, help="runs sharing one GPU (small models)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
     args = parser.parse_args(argv)
     runs = plan(args.recipes, args.seeds, args.save_dir, extra)
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     import torch
 
-    codes = execute(runs, args.parallel, torch.cuda.device_count())
+    codes = execute(runs, args.parallel, torch.cuda.device_count(), args.per_gpu)
     failed = [run.name for run, code in zip(runs, codes, strict=True) if code]
     done = [str(run.log_dir()) for run, code in zip(runs, codes, strict=True) if not code]
     print("[sweep] finished runs (for stable-rl-report):", *done, sep="\n  ")

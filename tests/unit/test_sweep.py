@@ -44,28 +44,31 @@ def test_a_missing_recipe_is_named():
         plan(["recipes/minirl.yaml recipes/nope.yaml"], [0], "out", [])
 
 
-def test_parallel_runs_never_share_a_gpu(monkeypatch):
-    """Four runs, two at a time on two GPUs, of uneven length: each holds a GPU no other running run holds."""
+@pytest.mark.parametrize("per_gpu", [1, 2])
+def test_parallel_runs_share_a_gpu_at_most_per_gpu_at_a_time(monkeypatch, per_gpu):
+    """Eight runs, 2 x per_gpu at a time on two GPUs, of uneven length: no GPU ever holds more than
+    ``per_gpu`` running runs, and with room for all both GPUs are used at once."""
     import threading
     import time
 
     from stable_rl import sweep
 
     running: dict[str, str] = {}
-    overlaps = []
+    overlaps, busiest = [], []
     lock = threading.Lock()
 
     def fake_run(command, env):  # stands in for the stable-rl fit subprocess
         name = next(a for a in command if a.startswith("--trainer.logger.init_args.name="))
         with lock:
-            overlaps.append(env["CUDA_VISIBLE_DEVICES"] in running.values())
+            overlaps.append(list(running.values()).count(env["CUDA_VISIBLE_DEVICES"]) >= per_gpu)
             running[name] = env["CUDA_VISIBLE_DEVICES"]
+            busiest.append(len(running))
         time.sleep(0.05 if name.endswith("s0") else 0.2)
         with lock:
             del running[name]
         return SimpleNamespace(returncode=0)
 
     monkeypatch.setattr(sweep.subprocess, "run", fake_run)
-    runs = plan(["recipes/minirl.yaml"], [0, 1, 2, 3], "out", [])
-    assert sweep.execute(runs, parallel=2, gpus=2) == [0, 0, 0, 0]
-    assert overlaps == [False] * 4
+    runs = plan(["recipes/minirl.yaml"], list(range(8)), "out", [])
+    assert sweep.execute(runs, parallel=8, gpus=2, per_gpu=per_gpu) == [0] * 8
+    assert overlaps == [False] * 8 and max(busiest) == 2 * per_gpu

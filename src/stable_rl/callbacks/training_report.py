@@ -41,6 +41,12 @@ class TrainingReport(L.Callback):
         if not trainer.sanity_checking:
             self._record(trainer, ("val/",))
 
+    def state_dict(self) -> dict:
+        return {"history": self.history}  # a resumed run's report covers the whole run
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.history = state_dict["history"]
+
     @rank_zero_only
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         curves = {k: v for k, v in self.history.items() if k in CURVES or "/avg@" in k}

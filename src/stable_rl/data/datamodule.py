@@ -18,6 +18,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer
 
+from stable_rl.data.prompt_batches import PromptBatches
 from stable_rl.data.prompts import PromptSource
 from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
@@ -130,15 +131,9 @@ class RolloutDataModule(L.LightningDataModule):
             )
         return EncodedProblem(ids, answer)
 
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(
-            self.problems,
-            batch_size=self.prompts_per_step,
-            shuffle=True,
-            drop_last=True,
-            generator=torch.Generator().manual_seed(self.seed),
-            collate_fn=list,
-        )
+    def train_dataloader(self) -> PromptBatches[EncodedProblem]:
+        """Problems only (rollouts happen in ``on_before_batch_transfer``), resumable mid-epoch."""
+        return PromptBatches(self.problems, self.prompts_per_step, self.seed)
 
     def val_dataloader(self) -> list[DataLoader]:
         return [

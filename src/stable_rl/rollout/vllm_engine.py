@@ -8,6 +8,7 @@ from collections.abc import Iterable
 import numpy as np
 from torch import Tensor
 
+from stable_rl.rng import preserved_rng
 from stable_rl.rollout.engine import Dtype, RolloutEngine, Sample, Sampling
 from stable_rl.rollout.vllm_routes import NUMPY_ROUTE_DTYPE, VLLMRouteCapture
 
@@ -77,17 +78,18 @@ class VLLMEngine(RolloutEngine):
                 )
         elif self.return_routes:
             options["enable_return_routed_experts"] = True
-        self.llm = LLM(
-            model=model_path,
-            dtype=self.dtype,
-            seed=self.base_seed,
-            max_model_len=max_model_len,
-            enforce_eager=self.enforce_eager,
-            enable_prefix_caching=False,  # a weight sync must never reuse KV from older weights
-            logprobs_mode="processed_logprobs",  # log mu_old of the tempered distribution sampled from
-            tensor_parallel_size=self.tensor_parallel_size,
-            **options,
-        )
+        with preserved_rng():  # vLLM reseeds the process with its seed: keep the run's RNG (exact resume)
+            self.llm = LLM(
+                model=model_path,
+                dtype=self.dtype,
+                seed=self.base_seed,
+                max_model_len=max_model_len,
+                enforce_eager=self.enforce_eager,
+                enable_prefix_caching=False,  # a weight sync must never reuse KV from older weights
+                logprobs_mode="processed_logprobs",  # log mu_old of the tempered distribution sampled from
+                tensor_parallel_size=self.tensor_parallel_size,
+                **options,
+            )
         # Every in-place reload warns that the rotary embedding's cos/sin cache got no weights: it has none
         # to get (it is computed, not learned) and vLLM puts it back.
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)

@@ -1,0 +1,61 @@
+"""Shuffled batches of training problems that a checkpoint can resume mid-epoch."""
+
+from collections.abc import Iterator, Sequence
+from typing import Generic, TypeVar
+
+import torch
+
+T = TypeVar("T")
+
+
+class PromptBatches(Generic[T]):
+    """``len(items) // batch_size`` batches per epoch in a new random order each epoch, the same
+    order as ``DataLoader(items, batch_size, shuffle=True, drop_last=True,
+    generator=torch.Generator().manual_seed(seed))``.
+
+    Resumable: Lightning stores ``state_dict()`` (epoch, batches consumed) in every checkpoint and
+    hands it back through ``load_state_dict`` before iterating, so a resumed run draws the same
+    problems at the same step as a run that never stopped.
+    """
+
+    def __init__(self, items: Sequence[T], batch_size: int, seed: int) -> None:
+        self.items = items
+        self.batch_size = batch_size
+        self.seed = seed
+        self.epoch = 0
+        self.consumed = 0  # batches of ``epoch`` already handed out
+
+    def __len__(self) -> int:
+        return len(self.items) // self.batch_size
+
+    def order(self, epoch: int) -> list[int]:
+        """The permutation of ``epoch``. Each epoch DataLoader draws a base seed from the one generator,
+        then RandomSampler a permutation and (run to exhaustion, as BatchSampler does) an empty tail."""
+        generator = torch.Generator().manual_seed(self.seed)
+        for _ in range(epoch + 1):
+            torch.empty((), dtype=torch.int64).random_(generator=generator)
+            order = torch.randperm(len(self.items), generator=generator)
+            torch.randperm(len(self.items), generator=generator)
+        return order.tolist()
+
+    def __iter__(self) -> Iterator[list[T]]:
+        if self.consumed >= len(self):  # the last epoch ended (or a checkpoint was saved at its end)
+            self.epoch, self.consumed = self.epoch + 1, 0
+        order = self.order(self.epoch)
+        while self.consumed < len(self):
+            start = self.consumed * self.batch_size
+            self.consumed += 1
+            yield [self.items[i] for i in order[start : start + self.batch_size]]
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "consumed": self.consumed, "seed": self.seed, "size": len(self.items)}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        mine = {"seed": self.seed, "size": len(self.items)}
+        theirs = {k: state[k] for k in mine}
+        if theirs != mine:
+            raise ValueError(
+                f"the checkpoint's training prompts ({theirs}) are not this run's ({mine}): resume with the "
+                "data settings (prompts, data.seed / seed_everything) the checkpoint was trained with"
+            )
+        self.epoch, self.consumed = state["epoch"], state["consumed"]

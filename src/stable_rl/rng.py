@@ -1,0 +1,40 @@
+"""The process's random-number generators: captured into checkpoints, shielded from engines."""
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def rng_states() -> dict[str, Any]:
+    """The global states of Python's ``random``, NumPy and torch (CPU and every CUDA device)."""
+    name, keys, position, has_gauss, gauss = np.random.get_state()
+    numpy = (name, torch.from_numpy(keys.copy()), position, has_gauss, gauss)  # tensors load with weights_only
+    states = {"python": random.getstate(), "numpy": numpy, "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict[str, Any]) -> None:
+    """Put back states from ``rng_states``."""
+    random.setstate(states["python"])
+    name, keys, position, has_gauss, gauss = states["numpy"]
+    np.random.set_state((name, keys.numpy(), position, has_gauss, gauss))
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+@contextmanager
+def preserved_rng() -> Iterator[None]:
+    """Whatever runs inside (e.g. vLLM's start, which reseeds the process) leaves the global RNGs as
+    they were."""
+    states = rng_states()
+    try:
+        yield
+    finally:
+        set_rng_states(states)

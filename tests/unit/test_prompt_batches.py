@@ -1,0 +1,47 @@
+"""PromptBatches: DataLoader's shuffled order, resumable from its state at any batch."""
+
+import itertools
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from stable_rl.data.prompt_batches import PromptBatches
+
+ITEMS = list(range(10))  # 3 batches of 3 per epoch, one item dropped
+
+
+def epochs(loader, n):
+    return [list(loader) for _ in range(n)]
+
+
+@pytest.mark.parametrize("size", [9, 10])
+def test_order_is_dataloaders_shuffle_epoch_after_epoch(size):
+    items = ITEMS[:size]
+    reference = DataLoader(items, 3, shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(5))
+    expected = [[b.tolist() for b in epoch] for epoch in epochs(reference, 3)]
+    assert epochs(PromptBatches(items, 3, seed=5), 3) == expected
+    assert expected[0] != expected[1] and len(expected[0]) == 3
+
+
+@pytest.mark.parametrize("stop", range(1, 7))  # mid-epoch, at an epoch's end, in the second epoch
+def test_resumed_batches_continue_where_the_state_was_taken(stop):
+    whole = list(itertools.chain.from_iterable(epochs(PromptBatches(ITEMS, 3, seed=5), 3)))
+    first = PromptBatches(ITEMS, 3, seed=5)
+    taken = []
+    while len(taken) < stop:  # the way Lightning iterates: a new iter() each epoch
+        taken += list(itertools.islice(iter(first), stop - len(taken)))
+    resumed = PromptBatches(ITEMS, 3, seed=5)
+    resumed.load_state_dict(first.state_dict())
+    rest = []
+    while len(rest) < 9 - stop:
+        rest += list(iter(resumed))
+    assert taken + rest == whole
+
+
+def test_a_state_from_other_prompts_is_refused():
+    state = PromptBatches(ITEMS, 3, seed=5).state_dict()
+    with pytest.raises(ValueError, match=r"data.seed / seed_everything"):
+        PromptBatches(ITEMS, 3, seed=6).load_state_dict(state)
+    with pytest.raises(ValueError, match="not this run's"):
+        PromptBatches(ITEMS[:9], 3, seed=5).load_state_dict(state)
