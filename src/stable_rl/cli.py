@@ -25,6 +25,8 @@ def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
         subclass_mode_model=True,
         subclass_mode_data=True,
         save_config_kwargs={"overwrite": True},
+        # checkpoints written beside their target, fsynced and renamed (``stable_rl.checkpoint_io``)
+        trainer_defaults={"plugins": [{"class_path": "stable_rl.checkpoint_io.AtomicCheckpointIO"}]},
         args=args,
         run=run,
     )

@@ -56,8 +56,27 @@ class HFPolicyModule(L.LightningModule):
         checkpoint["rng_states"] = rng_states()  # Lightning keeps none: a resumed run continues the streams
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self._check_same_model(checkpoint)
         if "rng_states" in checkpoint:
             set_rng_states(checkpoint["rng_states"])
+
+    def _check_same_model(self, checkpoint: dict) -> None:
+        """Refuse a checkpoint of another architecture with its origin and the fix (Lightning's own
+        error is a long list of missing keys and size mismatches)."""
+        if self.policy is None:
+            return
+        theirs = {k.removeprefix("policy."): tuple(v.shape) for k, v in checkpoint["state_dict"].items()}
+        mine = {f"{k}": tuple(v.shape) for k, v in self.policy.state_dict().items()}
+        differ = sorted({k for k in theirs.keys() | mine.keys() if theirs.get(k) != mine.get(k)})
+        if differ:
+            origin = checkpoint.get("hyper_parameters", {}).get("model_path", "an unknown model")
+            examples = ", ".join(f"{k}: {theirs.get(k, 'absent')} vs {mine.get(k, 'absent')}" for k in differ[:3])
+            raise ValueError(
+                f"the checkpoint holds another model (trained from {origin}, this run's model_path is "
+                f"{self.model_path}): {len(differ)} weights differ in name or shape (checkpoint vs this model), "
+                f"e.g. {examples}. Resume with --model.init_args.model_path={origin}, or drop --ckpt_path to "
+                "start a new run"
+            )
 
     def logprobs(self, input_ids: Tensor, attention_mask: Tensor, response_mask: Tensor, temperature: float = 1.0):
         """Position-aligned log pi and entropy, [M, L] each (see ``sequence_logprobs``)."""

@@ -14,9 +14,11 @@ optimizer updates; the rollout engine is synced to every new step before it samp
 
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
@@ -45,6 +47,9 @@ class PolicyModule(HFPolicyModule):
         logprob_chunk_size: tokens per chunk of the vocabulary head (bounds float32 logits memory).
         health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
             |log(pi_theta/mu_old)| exceeds this (``stable_rl.health``).
+        max_nonfinite_updates: an update whose loss or gradient is NaN/inf is skipped (no weight or
+            optimizer change, counted in ``train/skipped_updates``); this many in a row stop the run
+            with a checkpoint of the last good state (``nonfinite-step=<n>.ckpt``).
     """
 
     def __init__(
@@ -59,6 +64,7 @@ class PolicyModule(HFPolicyModule):
         dtype: Dtype = "float32",
         logprob_chunk_size: int = 1024,
         health_threshold: float = 0.2,
+        max_nonfinite_updates: int = 3,
     ) -> None:
         super().__init__(model_path, optimizer, lr_scheduler, dtype, logprob_chunk_size)
         self.health_threshold = health_threshold
@@ -67,6 +73,8 @@ class PolicyModule(HFPolicyModule):
         self.mini_batch_size = mini_batch_size
         self.micro_batch_size = micro_batch_size
         self.max_grad_norm = max_grad_norm
+        self.max_nonfinite_updates = max_nonfinite_updates
+        self.nonfinite_in_row = 0
         self.automatic_optimization = False
         self.step_metrics = StepMetrics()
         self.eval_metrics: dict[str, dict[str, AvgAtK | PassAtK]] = {}
@@ -131,6 +139,7 @@ class PolicyModule(HFPolicyModule):
 
         optimizer = self.optimizers()
         scheduler = self.lr_schedulers()
+        skipped = 0
         for start in range(0, batch.num_rows, mini):
             rows = slice(start, start + mini)
             normalizer = self.objective.normalizer(mask[rows]).to(self.device)
@@ -139,14 +148,21 @@ class PolicyModule(HFPolicyModule):
                 self._backward(batch.rows(part), old_logprobs[part], advantages[part], normalizer)
                 for part in (slice(s, s + micro) for s in range(start, start + mini, micro))
             )
+            grad_norm = self._grad_norm()
             metrics.mean("loss", loss)
+            metrics.mean("grad_norm", grad_norm)
+            if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
+                self._skip_update(optimizer)
+                skipped += 1
+                continue
+            self.nonfinite_in_row = 0
             if self.max_grad_norm is not None:
-                metrics.mean("grad_norm", self._grad_norm())
                 self.clip_gradients(optimizer, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm")
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
 
+        self.log("train/skipped_updates", float(skipped), batch_size=batch.num_rows)
         for name, value in metrics.compute().items():
             self.log(f"train/{name}", value, prog_bar=name in PROGRESS_BAR, batch_size=batch.num_rows)
         self.log("train/policy_version", float(batch.policy_version), batch_size=batch.num_rows)
@@ -164,6 +180,27 @@ class PolicyModule(HFPolicyModule):
             self.step_metrics.max("is_weight_max", out.token_metrics["is_weight"], part.response_mask)
         self._log_health(logprobs, old_logprobs, part)
         return loss.detach()
+
+    def _skip_update(self, optimizer) -> None:
+        """Drop a non-finite update; after ``max_nonfinite_updates`` in a row, checkpoint and stop."""
+        optimizer.zero_grad()
+        self.nonfinite_in_row += 1
+        step = self.trainer.global_step
+        if self.nonfinite_in_row < self.max_nonfinite_updates:
+            rank_zero_warn(
+                f"non-finite loss or gradient at step {step}: update skipped ({self.nonfinite_in_row} in a row)"
+            )
+            return
+        path = (
+            Path(self.trainer.log_dir or self.trainer.default_root_dir) / "checkpoints" / f"nonfinite-step={step}.ckpt"
+        )
+        self.trainer.save_checkpoint(path)
+        raise FloatingPointError(
+            f"{self.nonfinite_in_row} updates in a row had a non-finite (NaN/inf) loss or gradient; the weights "
+            f"and optimizer are those of the last good update, saved to {path}. Check the rollouts' log-probs "
+            "(train/kl, train/is_weight_max) and the rewards, lower model.optimizer's learning rate, or train in "
+            "float32 (model.dtype); resume with --ckpt_path once fixed"
+        )
 
     def _log_health(self, logprobs: Tensor, old_logprobs: Tensor, part: RolloutBatch) -> None:
         """First-order health of the surrogate on one micro-batch (``stable_rl.health``)."""

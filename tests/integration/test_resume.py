@@ -22,13 +22,13 @@ RUN = [
     "--data.init_args.prompts_per_step=2",
     "--data.init_args.group_size=2",
     "--data.init_args.prompts.init_args.size=6",  # 3 global steps per epoch: resumes cross an epoch end
-    "--data.init_args.engine.init_args.max_new_tokens=8",
-    "--data.init_args.eval_samples=2",
+    "--data.init_args.engine.init_args.max_new_tokens=24",  # room for an answer: accuracies differ
+    "--data.init_args.eval_samples=4",  # the recipes keep the best val/heldout/avg@4
     "--data.init_args.eval_prompts_per_batch=2",
 ]
 ENGINES = {
     "vllm": [],
-    "hf": ["--data.init_args.engine=stable_rl.rollout.HFEngine", "--data.init_args.engine.init_args.max_new_tokens=8"],
+    "hf": ["--data.init_args.engine=stable_rl.rollout.HFEngine", "--data.init_args.engine.init_args.max_new_tokens=24"],
 }
 
 pytestmark = [
@@ -82,6 +82,13 @@ def test_resumed_run_equals_the_run_that_never_stopped(engine, tmp_path):
     if engine == "vllm":
         pytest.importorskip("vllm")
     whole, whole_rows = fit(tmp_path, "whole", ENGINES[engine])
+    accuracy = {int(r["step"]): float(r["val/heldout/avg@4"]) for r in whole_rows if "val/heldout/avg@4" in r}
+    assert len(set(accuracy.values())) > 1, accuracy  # a best to find
+    del accuracy[0]  # the weights before training are not checkpointed (Lightning saves after updates)
+    step, best = max(accuracy.items(), key=lambda item: (item[1], -item[0]))  # the first of the best
+    assert [p.name for p in (tmp_path / "whole").glob("version_0/checkpoints/best-*")] == [
+        f"best-step={step + 1}-avg4={best:.3f}.ckpt"  # a validation's CSV row carries the step before it
+    ]
     for stop in (2, 3):  # mid-epoch, and at the end of the first epoch (3 steps of 2 of 6 problems)
         name = f"resumed{stop}"
         ckpt = tmp_path / "ckpt" / "whole" / f"step={stop}.ckpt"

@@ -3,6 +3,7 @@
 from types import SimpleNamespace
 
 import lightning as L
+import pytest
 
 from stable_rl.data import ReasoningGymPrompts, RolloutDataModule
 from stable_rl.rollout import HFEngine
@@ -31,3 +32,29 @@ def test_explicit_seeds_are_kept(tiny_model_path):
     data = data_module(tiny_model_path, engine=HFEngine(seed=3), seed=5)
     data.setup("fit")
     assert (data.seed, data.engine.seed) == (5, 3)
+
+
+def test_greedy_training_rollouts_are_refused():
+    with pytest.raises(ValueError, match=r"training rollouts need temperature > 0 .* data.eval_sampling"):
+        RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=8, seed=3), engine=HFEngine(temperature=0.0))
+
+
+def test_a_benchmark_made_only_of_training_questions_is_refused(tiny_model_path):
+    same = ReasoningGymPrompts(["chain_sum"], size=8, seed=3)
+    data = data_module(tiny_model_path, engine=HFEngine(), benchmarks={"heldout": same})
+    with pytest.raises(ValueError, match="benchmark 'heldout' has no problems left after removing training"):
+        data.setup("fit")
+
+
+def test_a_group_of_one_is_refused_when_configured():
+    with pytest.raises(ValueError, match=r"group_size=1: the group baseline needs data.group_size >= 2"):
+        RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=8, seed=3), engine=HFEngine(), group_size=1)
+
+
+def test_fewer_problems_than_a_step_needs_is_refused(tiny_model_path):
+    data = RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=3, seed=3), engine=HFEngine(), prompts_per_step=4)
+    data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model_path=tiny_model_path))
+    with pytest.raises(
+        ValueError, match=r"3 problems is fewer than data.prompts_per_step=4: .* lower prompts_per_step"
+    ):
+        data.setup("fit")

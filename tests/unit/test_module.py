@@ -27,7 +27,8 @@ def fixed_batch(vocab: int, prompts: int = 2, group: int = 4, version: int = 0) 
     return RolloutBatch.from_samples(samples, rewards, group, 0, temperature=1.0, policy_version=version)
 
 
-def train_on(batch: RolloutBatch, module: PolicyModule, steps: int, callbacks=()) -> PolicyModule:
+def train_on(batch: RolloutBatch | list[RolloutBatch], module: PolicyModule, steps: int, callbacks=(), root=None):
+    """Fit ``module`` on one fixed batch (or on these batches in turn) for ``steps`` optimizer updates."""
     trainer = L.Trainer(
         max_steps=steps,
         accelerator="cpu",
@@ -36,8 +37,10 @@ def train_on(batch: RolloutBatch, module: PolicyModule, steps: int, callbacks=()
         enable_progress_bar=False,
         enable_model_summary=False,
         callbacks=list(callbacks),
+        default_root_dir=root,
     )
-    trainer.fit(module, train_dataloaders=DataLoader([batch], collate_fn=lambda rows: rows[0]))
+    batches = batch if isinstance(batch, list) else [batch]
+    trainer.fit(module, train_dataloaders=DataLoader(batches, collate_fn=lambda rows: rows[0]))
     return module
 
 
@@ -156,3 +159,59 @@ def test_kl_and_entropy_metrics_are_those_of_pi_old(tiny_model_path):
     torch.testing.assert_close(trainer_metrics["train/kl_k3"], expected_k3, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(trainer_metrics["train/entropy"], entropy[mask].mean(), rtol=1e-5, atol=1e-6)
     assert expected_kl > 1.0  # the fixed batch's log mu (about -2) is above the random policy's log pi (about -7.6)
+
+
+def nan_batch() -> RolloutBatch:
+    batch = fixed_batch(vocab=2048)
+    batch.rollout_logprobs[0, batch.response_mask[0].nonzero()[0, 0]] = float("nan")  # a broken engine log-prob
+    return batch
+
+
+def test_a_non_finite_update_is_skipped_without_a_trace(tiny_model_path):
+    """NaN batch then a good one: the same weights as training on the good one alone (the optimizer's
+    state untouched by the skipped update), and the skip is counted."""
+    counts = []
+
+    class Counts(L.Callback):
+        def on_train_batch_end(self, trainer, *args):
+            counts.append(float(trainer.callback_metrics["train/skipped_updates"]))
+
+    def trained(batches):
+        torch.manual_seed(0)
+        module = PolicyModule(tiny_model_path, optimizer=lambda p: torch.optim.AdamW(p, lr=1e-2))
+        train_on(batches, module, steps=1, callbacks=[Counts()])
+        return torch.cat([p.detach().flatten() for p in module.policy.parameters()]), module.trainer.global_step
+
+    with pytest.warns(UserWarning, match="non-finite loss or gradient at step 0: update skipped"):
+        skipped_first, steps = trained([nan_batch(), fixed_batch(vocab=2048)])
+    assert counts == [1.0, 0.0] and steps == 1
+    good_only, _ = trained([fixed_batch(vocab=2048)])
+    assert torch.equal(skipped_first, good_only)
+
+
+def test_non_finite_updates_in_a_row_stop_with_the_last_good_state(tiny_model_path, tmp_path):
+    module = PolicyModule(tiny_model_path, max_nonfinite_updates=2)
+    with (
+        pytest.warns(UserWarning, match="1 in a row"),
+        pytest.raises(FloatingPointError, match=r"2 updates in a row .* lower"),
+    ):
+        train_on(nan_batch(), module, steps=1, root=tmp_path)
+    saved = torch.load(tmp_path / "checkpoints" / "nonfinite-step=0.ckpt", weights_only=False)["state_dict"]
+    initial = PolicyModule(tiny_model_path)
+    initial.configure_model()
+    for key, value in initial.policy.state_dict().items():
+        assert torch.equal(saved[f"policy.{key}"], value), key  # no update ever reached the weights
+
+
+def test_a_checkpoint_of_another_model_names_its_origin(tiny_model_path, tiny_dense_path):
+    moe = PolicyModule(tiny_model_path)
+    moe.configure_model()
+    checkpoint = {
+        "state_dict": {f"policy.{k}": v for k, v in moe.policy.state_dict().items()},
+        "hyper_parameters": {"model_path": tiny_model_path},
+    }
+    dense = PolicyModule(tiny_dense_path)
+    dense.configure_model()
+    with pytest.raises(ValueError, match=rf"trained from {tiny_model_path}, .* --model.init_args.model_path="):
+        dense.on_load_checkpoint(checkpoint)
+    moe.on_load_checkpoint(checkpoint)  # its own checkpoint loads

@@ -78,18 +78,21 @@ class VLLMEngine(RolloutEngine):
                 )
         elif self.return_routes:
             options["enable_return_routed_experts"] = True
-        with preserved_rng():  # vLLM reseeds the process with its seed: keep the run's RNG (exact resume)
-            self.llm = LLM(
-                model=model_path,
-                dtype=self.dtype,
-                seed=self.base_seed,
-                max_model_len=max_model_len,
-                enforce_eager=self.enforce_eager,
-                enable_prefix_caching=False,  # a weight sync must never reuse KV from older weights
-                logprobs_mode="processed_logprobs",  # log mu_old of the tempered distribution sampled from
-                tensor_parallel_size=self.tensor_parallel_size,
-                **options,
-            )
+        try:
+            with preserved_rng():  # vLLM reseeds the process with its seed: keep the run's RNG (exact resume)
+                self.llm = LLM(
+                    model=model_path,
+                    dtype=self.dtype,
+                    seed=self.base_seed,
+                    max_model_len=max_model_len,
+                    enforce_eager=self.enforce_eager,
+                    enable_prefix_caching=False,  # a weight sync must never reuse KV from older weights
+                    logprobs_mode="processed_logprobs",  # log mu_old of the tempered distribution sampled from
+                    tensor_parallel_size=self.tensor_parallel_size,
+                    **options,
+                )
+        except Exception as error:
+            raise RuntimeError(_start_failure(model_path, max_model_len, error)) from error
         # Every in-place reload warns that the rotary embedding's cos/sin cache got no weights: it has none
         # to get (it is computed, not learned) and vLLM puts it back.
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
@@ -161,6 +164,22 @@ class VLLMEngine(RolloutEngine):
     @property
     def running(self) -> bool:
         return self.llm is not None
+
+
+def _start_failure(model_path: str, max_model_len: int, error: Exception) -> str:
+    """What went wrong when vLLM would not start, and what to change."""
+    what = f"vLLM failed to start on {model_path} ({type(error).__name__}: {error})"
+    if "cache" in str(error).lower() or "memory" in str(error).lower():
+        return (
+            f"{what}: the KV cache cannot hold one sequence of {max_model_len} tokens (prompt + response); raise "
+            "data.engine.init_args.kv_cache_memory_bytes (or gpu_memory_utilization on a GPU), or lower "
+            "data.max_prompt_tokens / the engine's max_new_tokens"
+        )
+    return (
+        f"{what}: check that the model directory holds a config.json, weights and a tokenizer that vLLM "
+        "supports, and the engine's settings (dtype, tensor_parallel_size); or use "
+        "data.engine.class_path: stable_rl.rollout.HFEngine"
+    )
 
 
 def _repack_cpu_experts(model) -> int:

@@ -1,0 +1,52 @@
+"""Bad input met by the real CLI: a clear error naming the problem and the fix, nothing written lost.
+
+Each case runs ``stable-rl fit`` in its own process (a vLLM that failed to start is not reused)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FIT = [sys.executable, "-m", "stable_rl.cli", "fit", "--config=recipes/quickstart.yaml", "--trainer.max_steps=1"]
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+def fails(tmp_path: Path, *overrides: str) -> str:
+    """stderr of a fit that must fail; a file already in its checkpoint folder must survive it."""
+    kept = tmp_path / "quickstart" / "version_0" / "checkpoints" / "last.ckpt"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"an earlier checkpoint")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    args = [*FIT, f"--trainer.logger.init_args.save_dir={tmp_path}", "--trainer.logger.init_args.version=0", *overrides]
+    done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    assert kept.read_bytes() == b"an earlier checkpoint"
+    return done.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (  # out-of-memory KV cache
+            ["--data.init_args.engine.init_args.kv_cache_memory_bytes=4096"],
+            "the KV cache cannot hold one sequence of 192 tokens (prompt + response); raise "
+            "data.engine.init_args.kv_cache_memory_bytes",
+        ),
+        (  # vLLM refusing its settings
+            ["--data.init_args.engine.init_args.tensor_parallel_size=3"],
+            "vLLM failed to start on data/tiny-qwen3-moe-sft-format (ValidationError",
+        ),
+        (  # a prompt longer than the context allowed
+            ["--data.init_args.max_prompt_tokens=8"],
+            "exceeds data.max_prompt_tokens=8",
+        ),
+    ],
+    ids=["kv-cache-oom", "vllm-start", "prompt-too-long"],
+)
+def test_the_error_names_the_problem_and_the_fix(tmp_path, overrides, message):
+    stderr = fails(tmp_path, "--trainer.limit_val_batches=0", *overrides)
+    assert message in stderr, stderr[-3000:]
