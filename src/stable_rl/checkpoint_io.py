@@ -23,7 +23,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
         if storage_options is not None or not _is_local_file_protocol(path):
             return super().save_checkpoint(checkpoint, path, storage_options)
-        path = Path(path)
+        path = Path(str(path).removeprefix("file://"))
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
         try:

@@ -57,7 +57,8 @@ class HFPolicyModule(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self._check_same_model(checkpoint)
-        if "rng_states" in checkpoint:
+        fitting = self._trainer is not None and self.trainer.state.fn == "fit"
+        if "rng_states" in checkpoint and fitting:  # validating or testing a checkpoint leaves the RNG alone
             set_rng_states(checkpoint["rng_states"])
 
     def _check_same_model(self, checkpoint: dict) -> None:

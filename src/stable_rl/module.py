@@ -5,16 +5,17 @@ Each ``training_step`` receives one global batch of rollouts (P prompts x G resp
 2. splits the batch into N = global batch / ``mini_batch_size`` mini-batches and makes one
    optimizer update per mini-batch (N = 1 is on-policy; N > 1 the paper's off-policy setting),
    each summed over micro-batches and divided by one constant for the whole mini-batch;
-3. logs reward, training-inference KL, entropy, IS and clipping statistics.
+3. logs reward, training-inference KL, entropy, IS and clipping statistics, and the seconds of
+   each phase (``time/``: sync, rollout, reward, pi_old, update, overhead, step).
 Validation receives verified samples of each benchmark and logs avg@n (the paper's metric) and
 the unbiased pass@k for k = 1, 2, 4, ... <= n.
 Optimisation is manual (several optimizer steps per batch), so ``trainer.global_step`` counts
 optimizer updates; the rollout engine is synced to every new step before it samples.
 """
 
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
@@ -27,6 +28,7 @@ from stable_rl.hf_policy import Dtype, HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, StepMetrics, token_kl
 from stable_rl.objectives import MiniRL, Objective
 from stable_rl.rollout import EvalBatch, RolloutBatch
+from stable_rl.timing import timed
 
 PROGRESS_BAR = ("reward", "kl", "entropy")
 
@@ -48,8 +50,9 @@ class PolicyModule(HFPolicyModule):
         health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
             |log(pi_theta/mu_old)| exceeds this (``stable_rl.health``).
         max_nonfinite_updates: an update whose loss or gradient is NaN/inf is skipped (no weight or
-            optimizer change, counted in ``train/skipped_updates``); this many in a row stop the run
-            with a checkpoint of the last good state (``nonfinite-step=<n>.ckpt``).
+            optimizer change, counted in ``train/skipped_updates``; the step counter still advances, so
+            schedules stay aligned); this many in a row stop the run at the end of the global step with
+            a checkpoint of the last good state (``nonfinite-step=<n>.ckpt``).
     """
 
     def __init__(
@@ -75,6 +78,8 @@ class PolicyModule(HFPolicyModule):
         self.max_grad_norm = max_grad_norm
         self.max_nonfinite_updates = max_nonfinite_updates
         self.nonfinite_in_row = 0
+        self._step_end: float | None = None  # perf_counter() at the end of the last training_step
+        self._validation_seconds = 0.0
         self.automatic_optimization = False
         self.step_metrics = StepMetrics()
         self.eval_metrics: dict[str, dict[str, AvgAtK | PassAtK]] = {}
@@ -127,30 +132,40 @@ class PolicyModule(HFPolicyModule):
                 "the engine must be synced right before every rollout (on-policy lag 0)"
             )
         mini, micro = self._sizes(batch.num_rows)
+        times = dict(batch.timings)
         mask = batch.response_mask  # [M, L]
         advantages = self.objective.advantages(batch.rewards.view(-1, batch.group_size)).view(-1)  # [M]
-        old_logprobs, entropy = self.old_logprobs(batch, micro)  # [M, L]
+        with timed(times, "pi_old"):
+            old_logprobs, entropy = self.old_logprobs(batch, micro)  # [M, L]
         metrics = self.step_metrics
         metrics.mean("reward", batch.rewards)
         metrics.mean("response_length", mask.sum(-1))
         metrics.mean("kl", batch.rollout_logprobs - old_logprobs, mask)  # KL[mu_old || pi_old], the paper's estimate
         metrics.mean("kl_k3", token_kl(batch.rollout_logprobs, old_logprobs), mask)  # the same, lower variance
         metrics.mean("entropy", entropy, mask)
+        with timed(times, "update"):
+            skipped = self._updates(batch, old_logprobs, advantages, mini, micro)
 
-        optimizer = self.optimizers()
-        scheduler = self.lr_schedulers()
+        self.log("train/skipped_updates", float(skipped), batch_size=batch.num_rows)
+        for name, value in metrics.compute().items():
+            self.log(f"train/{name}", value, prog_bar=name in PROGRESS_BAR, batch_size=batch.num_rows)
+        self.log("train/policy_version", float(batch.policy_version), batch_size=batch.num_rows)
+        self._log_times(times, batch.num_rows)
+
+    def _updates(self, batch: RolloutBatch, old_logprobs: Tensor, advantages: Tensor, mini: int, micro: int) -> int:
+        """One optimizer update per mini-batch of ``mini`` rows; returns how many were skipped as non-finite."""
+        optimizer, scheduler = self.optimizers(), self.lr_schedulers()
         skipped = 0
         for start in range(0, batch.num_rows, mini):
-            rows = slice(start, start + mini)
-            normalizer = self.objective.normalizer(mask[rows]).to(self.device)
+            normalizer = self.objective.normalizer(batch.response_mask[start : start + mini]).to(self.device)
             optimizer.zero_grad()
             loss = sum(
                 self._backward(batch.rows(part), old_logprobs[part], advantages[part], normalizer)
                 for part in (slice(s, s + micro) for s in range(start, start + mini, micro))
             )
             grad_norm = self._grad_norm()
-            metrics.mean("loss", loss)
-            metrics.mean("grad_norm", grad_norm)
+            self.step_metrics.mean("loss", loss)
+            self.step_metrics.mean("grad_norm", grad_norm)
             if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):
                 self._skip_update(optimizer)
                 skipped += 1
@@ -161,11 +176,26 @@ class PolicyModule(HFPolicyModule):
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
+        return skipped
 
-        self.log("train/skipped_updates", float(skipped), batch_size=batch.num_rows)
-        for name, value in metrics.compute().items():
-            self.log(f"train/{name}", value, prog_bar=name in PROGRESS_BAR, batch_size=batch.num_rows)
-        self.log("train/policy_version", float(batch.policy_version), batch_size=batch.num_rows)
+    def _log_times(self, times: dict[str, float], batch_size: int) -> None:
+        """``time/<phase>`` of this step, and from the second step on ``time/step`` (wall time since the
+        previous step ended, validation excluded) and ``time/overhead`` (the part no phase accounts for)."""
+        now = time.perf_counter()
+        if self._step_end is not None:
+            times["step"] = now - self._step_end - self._validation_seconds
+            times["overhead"] = times["step"] - sum(v for k, v in times.items() if k != "step")
+        for phase, seconds in times.items():
+            self.log(f"time/{phase}", seconds, batch_size=batch_size)
+        self._validation_seconds = 0.0
+        self._step_end = time.perf_counter()
+
+    def on_validation_start(self) -> None:
+        self._validation_start = time.perf_counter()
+
+    def on_validation_end(self) -> None:
+        if self._step_end is not None:
+            self._validation_seconds += time.perf_counter() - self._validation_start
 
     def _backward(self, part: RolloutBatch, old_logprobs: Tensor, advantages: Tensor, normalizer: Tensor) -> Tensor:
         """Backward of one micro-batch's share of the mini-batch loss; returns that share, detached."""
@@ -182,18 +212,25 @@ class PolicyModule(HFPolicyModule):
         return loss.detach()
 
     def _skip_update(self, optimizer) -> None:
-        """Drop a non-finite update; after ``max_nonfinite_updates`` in a row, checkpoint and stop."""
+        """Drop a non-finite update but count its step (``global_step`` counts update slots, so step-based
+        checkpoints, ``max_steps`` and the rollouts' policy versions stay on their schedule)."""
         optimizer.zero_grad()
+        progress = self.trainer.fit_loop.epoch_loop.manual_optimization.optim_step_progress
+        progress.increment_ready()
+        progress.increment_completed()
         self.nonfinite_in_row += 1
-        step = self.trainer.global_step
-        if self.nonfinite_in_row < self.max_nonfinite_updates:
-            rank_zero_warn(
-                f"non-finite loss or gradient at step {step}: update skipped ({self.nonfinite_in_row} in a row)"
-            )
-            return
-        path = (
-            Path(self.trainer.log_dir or self.trainer.default_root_dir) / "checkpoints" / f"nonfinite-step={step}.ckpt"
+        rank_zero_warn(
+            f"non-finite loss or gradient at step {self.global_step - 1}: update skipped "
+            f"({self.nonfinite_in_row} in a row, model.max_nonfinite_updates={self.max_nonfinite_updates})"
         )
+
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        """Stop after ``max_nonfinite_updates`` non-finite updates in a row, with a checkpoint written at
+        the end of the global step (where Lightning's own checkpoints resume from)."""
+        if self.nonfinite_in_row < self.max_nonfinite_updates:
+            return
+        root = self.trainer.log_dir or self.trainer.default_root_dir
+        path = f"{root}/checkpoints/nonfinite-step={self.global_step}.ckpt"
         self.trainer.save_checkpoint(path)
         raise FloatingPointError(
             f"{self.nonfinite_in_row} updates in a row had a non-finite (NaN/inf) loss or gradient; the weights "

@@ -25,8 +25,9 @@ def set_rng_states(states: dict[str, Any]) -> None:
     name, keys, position, has_gauss, gauss = states["numpy"]
     np.random.set_state((name, keys.numpy(), position, has_gauss, gauss))
     torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
+    if "cuda" in states and torch.cuda.is_available():  # as many devices as both runs see
+        for device, state in enumerate(states["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(state, device)
 
 
 @contextmanager

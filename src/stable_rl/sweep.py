@@ -11,10 +11,10 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from queue import Queue
 
 
 @dataclass(frozen=True)
@@ -63,24 +63,32 @@ def plan(recipes: list[str], seeds: list[int], save_dir: str, extra: list[str]) 
 
 
 def execute(runs: list[Run], parallel: int = 1, gpus: int = 0, per_gpu: int = 1) -> list[int]:
-    """Run them, ``parallel`` at a time; with ``gpus``, each run gets a GPU that at most ``per_gpu - 1``
-    other running runs hold (``parallel`` is then at most ``gpus * per_gpu``). Returns the exit codes."""
-    free = Queue()
-    for gpu in [g for _ in range(per_gpu) for g in range(gpus)]:  # spread over the GPUs first
-        free.put(gpu)
+    """Run them, ``parallel`` at a time; with ``gpus``, each run goes to the GPU running the fewest
+    runs (at most ``per_gpu``; ``parallel`` is then at most ``gpus * per_gpu``), numbered within the
+    parent's ``CUDA_VISIBLE_DEVICES``. Returns the exit codes."""
+    if per_gpu < 1 or parallel < 1:
+        raise ValueError(f"--parallel {parallel} and --per-gpu {per_gpu} must be at least 1")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    devices = (visible.split(",") if visible else [str(g) for g in range(gpus)])[:gpus]
     parallel = min(parallel, gpus * per_gpu) if gpus else parallel
+    load = dict.fromkeys(devices, 0)
+    lock = threading.Lock()
 
     def one(run: Run) -> int:
         env = dict(os.environ)
-        gpu = free.get() if gpus else None
-        if gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        gpu = None
+        if gpus:
+            with lock:  # the pool never runs more than gpus * per_gpu, so the least loaded has room
+                gpu = min(devices, key=load.__getitem__)
+                load[gpu] += 1
+            env["CUDA_VISIBLE_DEVICES"] = gpu
         print(f"[sweep] {run.name}: {shlex.join(run.command()[1:])}", flush=True)
         try:
             return subprocess.run(run.command(), env=env).returncode
         finally:
             if gpu is not None:
-                free.put(gpu)
+                with lock:
+                    load[gpu] -= 1
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         return list(pool.map(one, runs))

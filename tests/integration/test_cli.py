@@ -108,6 +108,13 @@ def test_quickstart_rolls_out_with_the_weights_of_the_step_before(tmp_path):
         "train/is_weight",
         "train/clip_fraction",
         "train/grad_norm",
+        "time/sync",
+        "time/rollout",
+        "time/reward",
+        "time/pi_old",
+        "time/update",
+        "time/step",
+        "time/overhead",
     } <= logged
     versions = [float(r["train/policy_version"]) for r in rows if r.get("train/policy_version")]
     assert versions == [0.0, 1.0, 2.0, 3.0]

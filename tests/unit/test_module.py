@@ -161,15 +161,15 @@ def test_kl_and_entropy_metrics_are_those_of_pi_old(tiny_model_path):
     assert expected_kl > 1.0  # the fixed batch's log mu (about -2) is above the random policy's log pi (about -7.6)
 
 
-def nan_batch() -> RolloutBatch:
-    batch = fixed_batch(vocab=2048)
+def nan_batch(version: int = 0) -> RolloutBatch:
+    batch = fixed_batch(vocab=2048, version=version)
     batch.rollout_logprobs[0, batch.response_mask[0].nonzero()[0, 0]] = float("nan")  # a broken engine log-prob
     return batch
 
 
 def test_a_non_finite_update_is_skipped_without_a_trace(tiny_model_path):
     """NaN batch then a good one: the same weights as training on the good one alone (the optimizer's
-    state untouched by the skipped update), and the skip is counted."""
+    state untouched by the skipped update), the skip counted, and its step slot too."""
     counts = []
 
     class Counts(L.Callback):
@@ -179,12 +179,12 @@ def test_a_non_finite_update_is_skipped_without_a_trace(tiny_model_path):
     def trained(batches):
         torch.manual_seed(0)
         module = PolicyModule(tiny_model_path, optimizer=lambda p: torch.optim.AdamW(p, lr=1e-2))
-        train_on(batches, module, steps=1, callbacks=[Counts()])
+        train_on(batches, module, steps=len(batches), callbacks=[Counts()])
         return torch.cat([p.detach().flatten() for p in module.policy.parameters()]), module.trainer.global_step
 
     with pytest.warns(UserWarning, match="non-finite loss or gradient at step 0: update skipped"):
-        skipped_first, steps = trained([nan_batch(), fixed_batch(vocab=2048)])
-    assert counts == [1.0, 0.0] and steps == 1
+        skipped_first, steps = trained([nan_batch(version=0), fixed_batch(vocab=2048, version=1)])
+    assert counts == [1.0, 0.0] and steps == 2
     good_only, _ = trained([fixed_batch(vocab=2048)])
     assert torch.equal(skipped_first, good_only)
 
@@ -192,11 +192,11 @@ def test_a_non_finite_update_is_skipped_without_a_trace(tiny_model_path):
 def test_non_finite_updates_in_a_row_stop_with_the_last_good_state(tiny_model_path, tmp_path):
     module = PolicyModule(tiny_model_path, max_nonfinite_updates=2)
     with (
-        pytest.warns(UserWarning, match="1 in a row"),
+        pytest.warns(UserWarning, match=r"update skipped \([12] in a row"),
         pytest.raises(FloatingPointError, match=r"2 updates in a row .* lower"),
     ):
-        train_on(nan_batch(), module, steps=1, root=tmp_path)
-    saved = torch.load(tmp_path / "checkpoints" / "nonfinite-step=0.ckpt", weights_only=False)["state_dict"]
+        train_on([nan_batch(version=0), nan_batch(version=1)], module, steps=5, root=tmp_path)
+    saved = torch.load(tmp_path / "checkpoints" / "nonfinite-step=2.ckpt", weights_only=False)["state_dict"]
     initial = PolicyModule(tiny_model_path)
     initial.configure_model()
     for key, value in initial.policy.state_dict().items():
@@ -215,3 +215,24 @@ def test_a_checkpoint_of_another_model_names_its_origin(tiny_model_path, tiny_de
     with pytest.raises(ValueError, match=rf"trained from {tiny_model_path}, .* --model.init_args.model_path="):
         dense.on_load_checkpoint(checkpoint)
     moe.on_load_checkpoint(checkpoint)  # its own checkpoint loads
+
+
+def test_step_breakdown_phases_add_up_to_the_step(tiny_model_path):
+    """time/<phase> every step; from the second step time/step = the phases + time/overhead."""
+    logged = []
+
+    class Times(L.Callback):
+        def on_train_batch_end(self, trainer, *args):
+            logged.append({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("time/")})
+
+    batches = [fixed_batch(vocab=2048, version=step) for step in (0, 1)]
+    for batch in batches:
+        batch.timings = {"rollout": 0.25, "reward": 0.5}  # as the data module reports them
+    train_on(batches, PolicyModule(tiny_model_path), steps=2, callbacks=[Times()])
+    first, second = logged
+    assert set(first) == {"time/rollout", "time/reward", "time/pi_old", "time/update"}
+    assert set(second) == set(first) | {"time/step", "time/overhead"}
+    assert (first["time/rollout"], first["time/reward"]) == (0.25, 0.5)
+    parts = sum(v for k, v in second.items() if k not in ("time/step", "time/overhead"))
+    assert second["time/overhead"] == pytest.approx(second["time/step"] - parts, abs=1e-6)
+    assert second["time/pi_old"] > 0 and second["time/update"] > 0

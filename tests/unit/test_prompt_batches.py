@@ -12,7 +12,8 @@ ITEMS = list(range(10))  # 3 batches of 3 per epoch, one item dropped
 
 
 def epochs(loader, n):
-    return [list(loader) for _ in range(n)]
+    """What Lightning takes: ``len(loader)`` batches per epoch, a new iterator each epoch."""
+    return [list(itertools.islice(loader, len(loader))) for _ in range(n)]
 
 
 @pytest.mark.parametrize("size", [9, 10])
@@ -45,3 +46,17 @@ def test_a_state_from_other_prompts_is_refused():
         PromptBatches(ITEMS, 3, seed=6).load_state_dict(state)
     with pytest.raises(ValueError, match="not this run's"):
         PromptBatches(ITEMS[:9], 3, seed=5).load_state_dict(state)
+    with pytest.raises(ValueError, match="prompts_per_step"):
+        PromptBatches(ITEMS, 2, seed=5).load_state_dict(state)
+
+
+def test_set_epoch_starts_that_epoch_from_its_first_batch():
+    """Lightning calls sampler.set_epoch at each epoch start, also after a resume that restored no state
+    (an epoch-end checkpoint of an epoch-based run)."""
+    whole = epochs(PromptBatches(ITEMS, 3, seed=5), 3)
+    fresh = PromptBatches(ITEMS, 3, seed=5)
+    assert fresh.sampler is fresh
+    fresh.set_epoch(2)
+    first = next(iter(fresh))
+    fresh.set_epoch(2)  # the same epoch again (a mid-epoch resume): it goes on where it was
+    assert [first, *fresh] == whole[2]

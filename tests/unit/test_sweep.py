@@ -44,10 +44,10 @@ def test_a_missing_recipe_is_named():
         plan(["recipes/minirl.yaml recipes/nope.yaml"], [0], "out", [])
 
 
-@pytest.mark.parametrize("per_gpu", [1, 2])
-def test_parallel_runs_share_a_gpu_at_most_per_gpu_at_a_time(monkeypatch, per_gpu):
-    """Eight runs, 2 x per_gpu at a time on two GPUs, of uneven length: no GPU ever holds more than
-    ``per_gpu`` running runs, and with room for all both GPUs are used at once."""
+@pytest.mark.parametrize(("parallel", "per_gpu"), [(2, 1), (4, 2), (2, 2)])
+def test_parallel_runs_go_to_the_least_loaded_gpu(monkeypatch, parallel, per_gpu):
+    """Eight runs of uneven length, ``parallel`` at a time on two GPUs (the parent sees devices 5 and
+    7): a run always starts on a GPU running the fewest, never beyond ``per_gpu``."""
     import threading
     import time
 
@@ -60,7 +60,8 @@ def test_parallel_runs_share_a_gpu_at_most_per_gpu_at_a_time(monkeypatch, per_gp
     def fake_run(command, env):  # stands in for the stable-rl fit subprocess
         name = next(a for a in command if a.startswith("--trainer.logger.init_args.name="))
         with lock:
-            overlaps.append(list(running.values()).count(env["CUDA_VISIBLE_DEVICES"]) >= per_gpu)
+            counts = [list(running.values()).count(d) for d in ("5", "7")]
+            overlaps.append(list(running.values()).count(env["CUDA_VISIBLE_DEVICES"]) > min(counts))
             running[name] = env["CUDA_VISIBLE_DEVICES"]
             busiest.append(len(running))
         time.sleep(0.05 if name.endswith("s0") else 0.2)
@@ -69,6 +70,7 @@ def test_parallel_runs_share_a_gpu_at_most_per_gpu_at_a_time(monkeypatch, per_gp
         return SimpleNamespace(returncode=0)
 
     monkeypatch.setattr(sweep.subprocess, "run", fake_run)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
     runs = plan(["recipes/minirl.yaml"], list(range(8)), "out", [])
-    assert sweep.execute(runs, parallel=8, gpus=2, per_gpu=per_gpu) == [0] * 8
-    assert overlaps == [False] * 8 and max(busiest) == 2 * per_gpu
+    assert sweep.execute(runs, parallel=parallel, gpus=2, per_gpu=per_gpu) == [0] * 8
+    assert overlaps == [False] * 8 and max(busiest) == min(parallel, 2 * per_gpu)

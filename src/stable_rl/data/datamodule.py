@@ -24,6 +24,7 @@ from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
 from stable_rl.padding import pad_id
 from stable_rl.rollout import EvalBatch, RolloutBatch, RolloutEngine, Sampling
+from stable_rl.timing import timed
 
 
 @dataclass(frozen=True)
@@ -176,17 +177,25 @@ class RolloutDataModule(L.LightningDataModule):
 
     @torch.no_grad()
     def rollout(self, problems: list[EncodedProblem]) -> RolloutBatch:
-        """Sync the engine to the current policy, sample G responses per problem, verify them."""
-        step = self._sync()
-        samples = self.engine.generate([p.prompt_ids for p in problems], self.group_size, step)
-        return RolloutBatch.from_samples(
+        """Sync the engine to the current policy, sample G responses per problem, verify them; the
+        batch carries the seconds each phase took (``time/sync``, ``time/rollout``, ``time/reward``)."""
+        times: dict[str, float] = {}
+        with timed(times, "sync"):
+            step = self._sync()
+        with timed(times, "rollout"):
+            samples = self.engine.generate([p.prompt_ids for p in problems], self.group_size, step)
+        with timed(times, "reward"):
+            rewards = self._rewards(problems, samples, self.group_size)
+        batch = RolloutBatch.from_samples(
             samples,
-            rewards=self._rewards(problems, samples, self.group_size),
+            rewards=rewards,
             group_size=self.group_size,
             pad_token_id=pad_id(self.tokenizer),
             temperature=self.engine.sampling.temperature,
             policy_version=step,
         )
+        batch.timings = times
+        return batch
 
     def teardown(self, stage: str) -> None:
         self.engine.close()

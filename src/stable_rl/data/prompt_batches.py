@@ -9,13 +9,14 @@ T = TypeVar("T")
 
 
 class PromptBatches(Generic[T]):
-    """``len(items) // batch_size`` batches per epoch in a new random order each epoch, the same
-    order as ``DataLoader(items, batch_size, shuffle=True, drop_last=True,
-    generator=torch.Generator().manual_seed(seed))``.
+    """``len(items) // batch_size`` batches per epoch in a new random order each epoch, the order
+    Lightning drew from ``DataLoader(items, batch_size, shuffle=True, drop_last=True,
+    generator=torch.Generator().manual_seed(seed))`` (it takes ``len`` batches per epoch).
 
     Resumable: Lightning stores ``state_dict()`` (epoch, batches consumed) in every checkpoint and
-    hands it back through ``load_state_dict`` before iterating, so a resumed run draws the same
-    problems at the same step as a run that never stopped.
+    hands it back through ``load_state_dict`` before iterating, and calls ``sampler.set_epoch`` at
+    every epoch start, so a resumed run draws the same problems at the same step as a run that never
+    stopped. (Every process draws the same batches: no sharding across ranks.)
     """
 
     def __init__(self, items: Sequence[T], batch_size: int, seed: int) -> None:
@@ -24,18 +25,24 @@ class PromptBatches(Generic[T]):
         self.seed = seed
         self.epoch = 0
         self.consumed = 0  # batches of ``epoch`` already handed out
+        self.sampler = self  # where Lightning looks for ``set_epoch``
+
+    def set_epoch(self, epoch: int) -> None:
+        """Lightning, at every epoch start: a new epoch starts from its first batch."""
+        if epoch != self.epoch:
+            self.epoch, self.consumed = epoch, 0
 
     def __len__(self) -> int:
         return len(self.items) // self.batch_size
 
     def order(self, epoch: int) -> list[int]:
-        """The permutation of ``epoch``. Each epoch DataLoader draws a base seed from the one generator,
-        then RandomSampler a permutation and (run to exhaustion, as BatchSampler does) an empty tail."""
+        """The permutation of ``epoch``: each epoch DataLoader draws a base seed from the one generator,
+        then RandomSampler a permutation (Lightning stops after ``len`` batches, before the sampler
+        would draw its empty tail)."""
         generator = torch.Generator().manual_seed(self.seed)
         for _ in range(epoch + 1):
             torch.empty((), dtype=torch.int64).random_(generator=generator)
             order = torch.randperm(len(self.items), generator=generator)
-            torch.randperm(len(self.items), generator=generator)
         return order.tolist()
 
     def __iter__(self) -> Iterator[list[T]]:
@@ -48,14 +55,17 @@ class PromptBatches(Generic[T]):
             yield [self.items[i] for i in order[start : start + self.batch_size]]
 
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "consumed": self.consumed, "seed": self.seed, "size": len(self.items)}
+        return {"epoch": self.epoch, "consumed": self.consumed, **self._identity()}
+
+    def _identity(self) -> dict[str, int]:
+        return {"seed": self.seed, "size": len(self.items), "batch_size": self.batch_size}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        mine = {"seed": self.seed, "size": len(self.items)}
-        theirs = {k: state[k] for k in mine}
+        mine = self._identity()
+        theirs = {k: state.get(k) for k in mine}
         if theirs != mine:
             raise ValueError(
                 f"the checkpoint's training prompts ({theirs}) are not this run's ({mine}): resume with the "
-                "data settings (prompts, data.seed / seed_everything) the checkpoint was trained with"
+                "data settings (prompts, prompts_per_step, data.seed / seed_everything) the checkpoint was trained with"
             )
         self.epoch, self.consumed = state["epoch"], state["consumed"]

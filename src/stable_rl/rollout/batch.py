@@ -1,6 +1,6 @@
 """RolloutBatch: what the DataModule hands the PolicyModule for one global step."""
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 from torch import Tensor
@@ -29,6 +29,7 @@ class RolloutBatch:
     policy_version: int  # trainer.global_step whose weights generated the batch
     routes: Tensor | None = None  # [M, L, MoE layers, k] int16, when the engine returns routes
     row_index: Tensor | None = None  # [M] long: each row's number in the global batch (default 0..M-1)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds the data module spent per phase
 
     def __post_init__(self) -> None:
         if self.row_index is None:

@@ -169,7 +169,7 @@ class VLLMEngine(RolloutEngine):
 def _start_failure(model_path: str, max_model_len: int, error: Exception) -> str:
     """What went wrong when vLLM would not start, and what to change."""
     what = f"vLLM failed to start on {model_path} ({type(error).__name__}: {error})"
-    if "cache" in str(error).lower() or "memory" in str(error).lower():
+    if any(sign in str(error) for sign in ("cache blocks", "KV cache")):
         return (
             f"{what}: the KV cache cannot hold one sequence of {max_model_len} tokens (prompt + response); raise "
             "data.engine.init_args.kv_cache_memory_bytes (or gpu_memory_utilization on a GPU), or lower "
