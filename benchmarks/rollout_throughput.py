@@ -1,6 +1,6 @@
 """Rollout throughput of the engines on the quickstart batch (16 prompts x 8 responses, <= 64
-tokens, T = 1, float32): vLLM-CPU eager, vLLM-CPU compiled (torch.compile + CUDA-graph-free CPU
-path) and the HF engine, side by side in one process. Each engine is started, synced to the
+tokens, T = 1, float32): vLLM-CPU eager, vLLM-CPU compiled (torch.compile), vLLM-CPU eager in
+bfloat16 and the HF engine, side by side in one process. Each engine is started, synced to the
 policy's weights as in training, warmed up with one rollout, then timed over ``--repeats`` rollouts
 of different steps (different seeds). Prints start time, seconds per rollout, generated tokens per
 second and the ratio to the fastest.
@@ -24,6 +24,7 @@ from stable_rl.rollout import HFEngine, VLLMEngine
 ENGINES = {
     "vllm-eager": lambda: VLLMEngine(max_new_tokens=64, enforce_eager=True),
     "vllm-compiled": lambda: VLLMEngine(max_new_tokens=64, enforce_eager=False),
+    "vllm-eager-bf16": lambda: VLLMEngine(max_new_tokens=64, dtype="bfloat16"),  # minirl.yaml's mismatch
     "hf": lambda: HFEngine(max_new_tokens=64),
 }
 
