@@ -57,7 +57,7 @@ def test_parallel_runs_go_to_the_least_loaded_gpu(monkeypatch, parallel, per_gpu
     overlaps, busiest = [], []
     lock = threading.Lock()
 
-    def fake_run(command, env):  # stands in for the stable-rl fit subprocess
+    def fake_run(command, env, preexec_fn=None):  # stands in for the stable-rl fit subprocess
         name = next(a for a in command if a.startswith("--trainer.logger.init_args.name="))
         with lock:
             counts = [list(running.values()).count(d) for d in ("5", "7")]
@@ -74,3 +74,35 @@ def test_parallel_runs_go_to_the_least_loaded_gpu(monkeypatch, parallel, per_gpu
     runs = plan(["recipes/minirl.yaml"], list(range(8)), "out", [])
     assert sweep.execute(runs, parallel=parallel, gpus=2, per_gpu=per_gpu) == [0] * 8
     assert overlaps == [False] * 8 and max(busiest) == min(parallel, 2 * per_gpu)
+
+
+def test_parallel_runs_on_cpu_get_disjoint_cores(monkeypatch):
+    """No GPU, four cores, two runs at a time: each run is pinned to its own two cores, torch and vLLM
+    threads included, and no two running runs share a core."""
+    import threading
+    import time
+
+    from stable_rl import sweep
+
+    running: dict[str, set[int]] = {}
+    shared, pinned = [], []
+    lock = threading.Lock()
+
+    def fake_run(command, env, preexec_fn=None):
+        name = next(a for a in command if a.startswith("--trainer.logger.init_args.name="))
+        cores = {int(c) for c in env["VLLM_CPU_OMP_THREADS_BIND"].split(",")}
+        with lock:
+            shared.append(any(cores & other for other in running.values()))
+            running[name] = cores
+            pinned.append((env["OMP_NUM_THREADS"], preexec_fn is not None))
+        time.sleep(0.05)
+        with lock:
+            del running[name]
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(sweep.subprocess, "run", fake_run)
+    monkeypatch.setattr(sweep.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    runs = plan(["recipes/minirl.yaml"], list(range(4)), "out", [])
+    assert sweep.execute(runs, parallel=2, gpus=0) == [0] * 4
+    assert shared == [False] * 4 and pinned == [("2", True)] * 4
+    assert [s.cpus for s in sweep.cpu_slots(2)] == [(0, 1), (2, 3)]
