@@ -5,7 +5,7 @@ import time
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from stable_rl.data.verifier import MathVerifier, last_boxed
@@ -59,6 +59,8 @@ FINITE = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinit
         [MiniRL(), MiniRL(clip=False), MiniRL(train_infer_is=False), MiniRL(length_norm=True), GRPO(), CISPO()]
     ),
 )
+@example(seed=0, rows=1, length=4, spread=117.0, dtype=torch.float32, advantage=0.0, objective=GRPO())  # found in CI:
+# exp of a 117-nat log-ratio is inf in float32, and inf * 0 = NaN (now clamped to 20 nats)
 def test_objectives_give_finite_loss_and_gradients(seed, rows, length, spread, dtype, advantage, objective):
     g = torch.Generator().manual_seed(seed)
     logprobs = (-torch.rand(rows, length, generator=g, dtype=dtype) * spread).requires_grad_()

@@ -11,6 +11,8 @@ from torch import Tensor
 
 from stable_rl.objectives.base import LossOutput, Objective, response_lengths
 
+LOG_RATIO_BOUND = 20.0  # |log r_t| beyond this is clamped before exp (as verl does): e^88 overflows float32
+
 
 def grpo_token_loss(
     logprobs: Tensor,
@@ -22,7 +24,9 @@ def grpo_token_loss(
 ) -> LossOutput:
     """Negative of the GRPO summand per token; shapes as in ``Objective.__call__``."""
     advantages = advantages[:, None]  # [M, 1]
-    ratio = torch.exp(logprobs - old_logprobs)  # [M, T], with gradient
+    # [M, T], with gradient; tokens more than 20 nats apart get the bound's ratio and no gradient, where
+    # an unbounded exp would give inf (and inf * 0 = NaN for a zero advantage)
+    ratio = torch.exp((logprobs - old_logprobs).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND))
     unclipped = ratio * advantages
     clipped = ratio.clamp(1 - eps_low, 1 + eps_high) * advantages
     surrogate = torch.minimum(unclipped, clipped)  # [M, T]
