@@ -13,10 +13,8 @@ import os
 import sys
 import time
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-
 import lightning as L
+from _fit import fit_with, split_extra
 
 
 def rss_mib() -> float:
@@ -61,17 +59,16 @@ def slope(points: list[tuple[float, float]]) -> float:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    own, extra = split_extra(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--out", default="benchmarks/soak.png")
-    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
-
-    from stable_rl.cli import main as cli
+    args = parser.parse_args(own)
 
     hours, minutes = divmod(int(args.minutes), 60)
-    fit = cli(
+    probe = Resources()
+    fit_with(
+        probe,
         [
             "--config=recipes/quickstart.yaml",
             "--trainer.max_steps=-1",
@@ -81,11 +78,7 @@ def main() -> None:
             "--trainer.logger.init_args.save_dir=runs/soak",
             *extra,
         ],
-        run=False,
     )
-    probe = Resources()
-    fit.trainer.callbacks.append(probe)
-    fit.trainer.fit(fit.model, datamodule=fit.datamodule)
 
     samples = probe.samples
     print("\n| minutes | step | RSS MiB | open fds | child processes |\n|---|---|---|---|---|")

@@ -7,13 +7,10 @@ engine, and validation are left out).
 """
 
 import argparse
-import os
 import sys
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-
 import lightning as L
+from _fit import fit_with, split_extra
 
 PHASES = ("sync", "rollout", "reward", "pi_old", "update", "overhead")
 
@@ -29,16 +26,15 @@ class StepTimes(L.Callback):
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    own, extra = split_extra(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", nargs="+", default=["recipes/quickstart.yaml"])
     parser.add_argument("--steps", type=int, default=10, help="global steps measured (one more is run)")
-    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    args = parser.parse_args(own)
 
-    from stable_rl.cli import main as cli
-
-    fit = cli(
+    probe = StepTimes()
+    fit_with(
+        probe,
         [
             *(f"--config={c}" for c in args.config),
             f"--trainer.max_steps={args.steps + 1}",
@@ -49,11 +45,7 @@ def main() -> None:
             "--trainer.logger=false",
             *extra,
         ],
-        run=False,
     )
-    probe = StepTimes()
-    fit.trainer.callbacks.append(probe)
-    fit.trainer.fit(fit.model, datamodule=fit.datamodule)
 
     steps = probe.steps
     total = sum(s["step"] for s in steps) / len(steps)

@@ -67,7 +67,7 @@ class HFPolicyModule(L.LightningModule):
         if self.policy is None:
             return
         theirs = {k.removeprefix("policy."): tuple(v.shape) for k, v in checkpoint["state_dict"].items()}
-        mine = {f"{k}": tuple(v.shape) for k, v in self.policy.state_dict().items()}
+        mine = {k: tuple(v.shape) for k, v in self.policy.state_dict().items()}
         differ = sorted({k for k in theirs.keys() | mine.keys() if theirs.get(k) != mine.get(k)})
         if differ:
             origin = checkpoint.get("hyper_parameters", {}).get("model_path", "an unknown model")
