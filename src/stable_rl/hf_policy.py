@@ -20,6 +20,9 @@ class HFPolicyModule(L.LightningModule):
         lr_scheduler: optional scheduler factory, stepped after every optimizer update.
         dtype: training precision of the policy weights ("float32", "bfloat16").
         logprob_chunk_size: tokens per chunk of the vocabulary head (bounds float32 logits memory).
+        experts_implementation: transformers' MoE experts kernel, e.g. "grouped_mm" (one grouped GEMM per
+            layer: ~3x the update throughput of "eager" on an H100) or "eager"; None = transformers' default.
+        attn_implementation: transformers' attention kernel ("sdpa", "flash_attention_2", ...); None = default.
     """
 
     def __init__(
@@ -29,9 +32,12 @@ class HFPolicyModule(L.LightningModule):
         lr_scheduler: LRSchedulerCallable | None = None,
         dtype: Dtype = "float32",
         logprob_chunk_size: int = 1024,
+        experts_implementation: str | None = None,
+        attn_implementation: str | None = None,
     ) -> None:
         super().__init__()
         self.model_path = model_path
+        self.kernels = {"experts_implementation": experts_implementation, "attn_implementation": attn_implementation}
         self.optimizer_factory = optimizer
         self.lr_scheduler_factory = lr_scheduler
         self.dtype_name = dtype
@@ -40,7 +46,10 @@ class HFPolicyModule(L.LightningModule):
 
     def configure_model(self) -> None:
         if self.policy is None:
-            policy = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=getattr(torch, self.dtype_name))
+            kernels = {name: value for name, value in self.kernels.items() if value is not None}
+            policy = AutoModelForCausalLM.from_pretrained(
+                self.model_path, dtype=getattr(torch, self.dtype_name), **kernels
+            )
             self.policy = policy.train()  # from_pretrained returns eval mode; RL models use no dropout
 
     def configure_optimizers(self):
@@ -79,8 +88,16 @@ class HFPolicyModule(L.LightningModule):
                 "start a new run"
             )
 
-    def logprobs(self, input_ids: Tensor, attention_mask: Tensor, response_mask: Tensor, temperature: float = 1.0):
-        """Position-aligned log pi and entropy, [M, L] each (see ``sequence_logprobs``)."""
+    def logprobs(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        response_mask: Tensor,
+        temperature: float = 1.0,
+        entropy: bool = True,
+    ):
+        """Position-aligned log pi and entropy (None with ``entropy=False``), [M, L] each (see
+        ``sequence_logprobs``)."""
         return sequence_logprobs(
-            self.policy, input_ids, attention_mask, response_mask, temperature, self.logprob_chunk_size
+            self.policy, input_ids, attention_mask, response_mask, temperature, self.logprob_chunk_size, entropy
         )

@@ -1,7 +1,9 @@
 """PolicyModule: the token-level surrogate objective trained on rollouts (paper Sec. 2-3).
 
 Each ``training_step`` receives one global batch of rollouts (P prompts x G responses) and
-1. recomputes log pi_old with the training engine, without gradients (paper: pi_old != mu_old);
+1. recomputes log pi_old with the training engine, without gradients (paper: pi_old != mu_old), for
+   mini-batches 2..N; the first mini-batch's update forward gives it for its rows (same weights, same
+   routes), so on-policy training (N = 1) has no separate pass;
 2. splits the batch into N = global batch / ``mini_batch_size`` mini-batches and makes one
    optimizer update per mini-batch (N = 1 is on-policy; N > 1 the paper's off-policy setting),
    each summed over micro-batches and divided by one constant for the whole mini-batch;
@@ -42,11 +44,13 @@ class PolicyModule(HFPolicyModule):
         optimizer: optimizer factory, e.g. ``torch.optim.AdamW`` with its ``init_args``.
         lr_scheduler: optional scheduler factory, stepped after every optimizer update.
         mini_batch_size: responses per optimizer update; None = the whole global batch (N = 1).
-        micro_batch_size: responses per forward/backward (memory only: results do not change);
-            None = the mini-batch.
+        micro_batch_size: responses per forward/backward (memory only: results do not change beyond
+            float rounding); rows of similar length go together and each micro-batch is cut to its longest
+            row, so less padding is computed. None = the mini-batch.
         max_grad_norm: clip the global gradient norm to this before each update; None = no clipping.
         dtype: training precision of the policy weights ("float32", "bfloat16").
         logprob_chunk_size: tokens per chunk of the vocabulary head (bounds float32 logits memory).
+        experts_implementation, attn_implementation: transformers' kernels (see ``HFPolicyModule``).
         health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
             |log(pi_theta/mu_old)| exceeds this (``stable_rl.health``).
         max_nonfinite_updates: an update whose loss or gradient is NaN/inf is skipped (no weight or
@@ -66,10 +70,14 @@ class PolicyModule(HFPolicyModule):
         max_grad_norm: float | None = 1.0,
         dtype: Dtype = "float32",
         logprob_chunk_size: int = 1024,
+        experts_implementation: str | None = None,
+        attn_implementation: str | None = None,
         health_threshold: float = 0.2,
         max_nonfinite_updates: int = 3,
     ) -> None:
-        super().__init__(model_path, optimizer, lr_scheduler, dtype, logprob_chunk_size)
+        super().__init__(
+            model_path, optimizer, lr_scheduler, dtype, logprob_chunk_size, experts_implementation, attn_implementation
+        )
         self.health_threshold = health_threshold
         self.save_hyperparameters(ignore=["objective", "optimizer", "lr_scheduler"])
         self.objective = objective if objective is not None else MiniRL()
@@ -84,9 +92,10 @@ class PolicyModule(HFPolicyModule):
         self.step_metrics = StepMetrics()
         self.eval_metrics: dict[str, dict[str, AvgAtK | PassAtK]] = {}
 
-    def batch_logprobs(self, batch: RolloutBatch) -> tuple[Tensor, Tensor]:
-        """Position-aligned log pi and entropy, [M, L] each, at the batch's sampling temperature."""
-        return self.logprobs(batch.input_ids, batch.attention_mask, batch.response_mask, batch.temperature)
+    def batch_logprobs(self, batch: RolloutBatch, entropy: bool = True) -> tuple[Tensor, Tensor | None]:
+        """Position-aligned log pi and entropy (None with ``entropy=False``), [M, L] each, at the batch's
+        sampling temperature."""
+        return self.logprobs(batch.input_ids, batch.attention_mask, batch.response_mask, batch.temperature, entropy)
 
     def on_fit_start(self) -> None:
         global_batch = getattr(self.trainer.datamodule, "global_batch_size", None)
@@ -117,13 +126,18 @@ class PolicyModule(HFPolicyModule):
             yield
 
     @torch.no_grad()
-    def old_logprobs(self, batch: RolloutBatch, micro: int) -> tuple[Tensor, Tensor]:
-        """log pi_old and entropy of the whole global batch before any update, [M, L] each."""
-        parts = []
-        for chunk in batch.split(micro):
-            with self.policy_forward("old", chunk):
-                parts.append(self.batch_logprobs(chunk))
-        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+    def old_logprobs(self, batch: RolloutBatch, micro: int, start: int = 0) -> tuple[Tensor, Tensor]:
+        """log pi_old and entropy before any update, [M, L] each, of rows ``start`` onwards (the rows of
+        the first mini-batch get theirs from their update's forward, see ``_updates``)."""
+        logprobs = torch.zeros(batch.input_ids.shape, device=batch.input_ids.device)
+        entropy = torch.zeros_like(logprobs)
+        rest = batch.rows(slice(start, None))
+        for index, part in rest.length_sorted_parts(micro) if rest.num_rows else []:
+            with self.policy_forward("old", part):
+                part_logprobs, part_entropy = self.batch_logprobs(part)
+            rows, width = index.to(logprobs.device) + start, part.input_ids.shape[1]
+            logprobs[rows, :width], entropy[rows, :width] = part_logprobs.float(), part_entropy.float()
+        return logprobs, entropy
 
     def training_step(self, batch: RolloutBatch, batch_idx: int) -> None:
         if batch.policy_version != self.global_step:
@@ -136,15 +150,15 @@ class PolicyModule(HFPolicyModule):
         mask = batch.response_mask  # [M, L]
         advantages = self.objective.advantages(batch.rewards.view(-1, batch.group_size)).view(-1)  # [M]
         with timed(times, "pi_old"):
-            old_logprobs, entropy = self.old_logprobs(batch, micro)  # [M, L]
+            old_logprobs, entropy = self.old_logprobs(batch, micro, start=mini)  # [M, L], mini-batches 2..N
+        with timed(times, "update"):
+            skipped = self._updates(batch, old_logprobs, entropy, advantages, mini, micro)  # fills mini-batch 1
         metrics = self.step_metrics
         metrics.mean("reward", batch.rewards)
         metrics.mean("response_length", mask.sum(-1))
         metrics.mean("kl", batch.rollout_logprobs - old_logprobs, mask)  # KL[mu_old || pi_old], the paper's estimate
         metrics.mean("kl_k3", token_kl(batch.rollout_logprobs, old_logprobs), mask)  # the same, lower variance
         metrics.mean("entropy", entropy, mask)
-        with timed(times, "update"):
-            skipped = self._updates(batch, old_logprobs, advantages, mini, micro)
 
         self.log("train/skipped_updates", float(skipped), batch_size=batch.num_rows)
         for name, value in metrics.compute().items():
@@ -152,17 +166,28 @@ class PolicyModule(HFPolicyModule):
         self.log("train/policy_version", float(batch.policy_version), batch_size=batch.num_rows)
         self._log_times(times, batch.num_rows)
 
-    def _updates(self, batch: RolloutBatch, old_logprobs: Tensor, advantages: Tensor, mini: int, micro: int) -> int:
-        """One optimizer update per mini-batch of ``mini`` rows; returns how many were skipped as non-finite."""
+    def _updates(
+        self, batch: RolloutBatch, old_logprobs: Tensor, entropy: Tensor, advantages: Tensor, mini: int, micro: int
+    ) -> int:
+        """One optimizer update per mini-batch of ``mini`` rows; returns how many were skipped as non-finite.
+
+        The first mini-batch is updated from the weights pi_old itself (and, with Routing Replay, the same
+        routes), so its forward *is* the pi_old pass: its log-probs, detached, are log pi_old, written into
+        ``old_logprobs`` and ``entropy`` for its rows (no separate recompute: on-policy, N = 1, has none)."""
         optimizer, scheduler = self.optimizers(), self.lr_schedulers()
         skipped = 0
         for start in range(0, batch.num_rows, mini):
-            normalizer = self.objective.normalizer(batch.response_mask[start : start + mini]).to(self.device)
+            mini_batch = batch.rows(slice(start, start + mini))
+            normalizer = self.objective.normalizer(mini_batch.response_mask).to(self.device)
             optimizer.zero_grad()
-            loss = sum(
-                self._backward(batch.rows(part), old_logprobs[part], advantages[part], normalizer)
-                for part in (slice(s, s + micro) for s in range(start, start + mini, micro))
-            )
+            loss = 0.0
+            for index, part in mini_batch.length_sorted_parts(micro):
+                rows, width = index.to(old_logprobs.device) + start, part.input_ids.shape[1]  # rows of the global batch
+                old = old_logprobs[rows, :width] if start else None
+                part_loss, old, part_entropy = self._backward(part, old, advantages[rows], normalizer)
+                loss = loss + part_loss
+                if not start:
+                    old_logprobs[rows, :width], entropy[rows, :width] = old.float(), part_entropy.float()
             grad_norm = self._grad_norm()
             self.step_metrics.mean("loss", loss)
             self.step_metrics.mean("grad_norm", grad_norm)
@@ -197,10 +222,16 @@ class PolicyModule(HFPolicyModule):
         if self._step_end is not None:
             self._validation_seconds += time.perf_counter() - self._validation_start
 
-    def _backward(self, part: RolloutBatch, old_logprobs: Tensor, advantages: Tensor, normalizer: Tensor) -> Tensor:
-        """Backward of one micro-batch's share of the mini-batch loss; returns that share, detached."""
-        with self.policy_forward("update", part):
-            logprobs, _ = self.batch_logprobs(part)
+    def _backward(
+        self, part: RolloutBatch, old_logprobs: Tensor | None, advantages: Tensor, normalizer: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Backward of one micro-batch's share of the mini-batch loss: (that share, log pi_old, entropy).
+        ``old_logprobs`` None: this forward is also the pi_old pass (phase "first"), whose detached
+        log-probs and entropy are returned; otherwise they are passed through (entropy None)."""
+        first = old_logprobs is None
+        with self.policy_forward("first" if first else "update", part):
+            logprobs, entropy = self.batch_logprobs(part, entropy=first)
+            old_logprobs = logprobs.detach() if first else old_logprobs
             out = self.objective(logprobs, old_logprobs, part.rollout_logprobs, advantages, part.response_mask)
             loss = out.token_loss.sum() / normalizer
             self.manual_backward(loss)
@@ -209,7 +240,7 @@ class PolicyModule(HFPolicyModule):
         if "is_weight" in out.token_metrics:
             self.step_metrics.max("is_weight_max", out.token_metrics["is_weight"], part.response_mask)
         self._log_health(logprobs, old_logprobs, part)
-        return loss.detach()
+        return loss.detach(), old_logprobs, entropy
 
     def _skip_update(self, optimizer) -> None:
         """Drop a non-finite update but count its step (``global_step`` counts update slots, so step-based

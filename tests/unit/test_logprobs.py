@@ -78,3 +78,40 @@ def test_sequence_logprobs_gradient_matches_full_model_autograd(tiny_model_path)
     for name, param in tiny_model.named_parameters():
         if param.grad is not None:
             torch.testing.assert_close(chunked[name], param.grad, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_entropy_false_returns_the_same_logprobs_and_no_entropy():
+    g = torch.Generator().manual_seed(0)
+    hidden, weight = torch.randn(7, 5, generator=g), torch.randn(11, 5, generator=g)
+    targets = torch.randint(0, 11, (7,), generator=g)
+    with_entropy, _ = token_logprobs_and_entropy(hidden, weight, targets, chunk_size=3)
+    logprobs, entropy = token_logprobs_and_entropy(hidden, weight, targets, chunk_size=3, entropy=False)
+    assert entropy is None
+    assert torch.equal(logprobs, with_entropy)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_bfloat16_head_gives_float32_logprobs_on_cuda():
+    """A bfloat16 head on CUDA multiplies into float32 logits: log-probs equal float64 of the same
+    (bfloat16) operands up to float32 summation, not bfloat16 rounding (~0.05 nats at logits of 10-20);
+    gradients, which come back in bfloat16, to bfloat16 precision."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    hidden = torch.randn(300, 256, device="cuda", generator=g).bfloat16().requires_grad_(True)
+    weight = (torch.randn(5000, 256, device="cuda", generator=g) * 0.3).bfloat16().requires_grad_(True)
+    targets = torch.randint(0, 5000, (300,), device="cuda", generator=g)
+    coeffs = torch.randn(300, device="cuda", generator=g)
+    logprobs, entropy = token_logprobs_and_entropy(hidden, weight, targets, temperature=0.7, chunk_size=128)
+    (logprobs * coeffs).sum().backward()
+
+    h, w = hidden.detach().double().requires_grad_(True), weight.detach().double().requires_grad_(True)
+    full = (h @ w.T / 0.7).log_softmax(-1)
+    ref = full.gather(-1, targets[:, None])[:, 0]
+    (ref * coeffs.double()).sum().backward()
+    logits = h.detach() @ w.detach().T / 0.7
+    assert logprobs.dtype == torch.float32 and logits.abs().max() > 16  # bfloat16 steps by 0.125 there
+    torch.testing.assert_close(logprobs.double(), ref.detach(), rtol=0, atol=1e-4)
+    torch.testing.assert_close(entropy.double(), -(full.exp() * full).sum(-1).detach(), rtol=0, atol=1e-4)
+    for grad, expected in ((hidden.grad, h.grad), (weight.grad, w.grad)):
+        assert grad.dtype == torch.bfloat16
+        torch.testing.assert_close(grad.double(), expected, rtol=2**-7, atol=2**-7 * expected.abs().max().item())

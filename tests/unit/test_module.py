@@ -5,6 +5,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from stable_rl.callbacks import PolicyForwardCallback
 from stable_rl.module import PolicyModule
 from stable_rl.objectives import CISPO, MiniRL
 from stable_rl.objectives.minirl import minirl_token_loss
@@ -236,3 +237,31 @@ def test_step_breakdown_phases_add_up_to_the_step(tiny_model_path):
     parts = sum(v for k, v in second.items() if k not in ("time/step", "time/overhead"))
     assert second["time/overhead"] == pytest.approx(second["time/step"] - parts, abs=1e-6)
     assert second["time/pi_old"] > 0 and second["time/update"] > 0
+
+
+class PhaseLog(PolicyForwardCallback):
+    """(phase, rows) of every policy forward of a step."""
+
+    def __init__(self) -> None:
+        self.calls = []
+
+    def policy_forward(self, module, phase, batch):
+        self.calls.append((phase, sorted(batch.row_index.tolist())))
+        return super().policy_forward(module, phase, batch)
+
+
+@pytest.mark.parametrize(
+    ("mini", "expected"),
+    [
+        (8, [("first", [2, 3, 4, 5]), ("first", [0, 1, 6, 7])]),  # on-policy: no separate pi_old pass
+        (4, [("old", [4, 5, 6, 7]), ("first", [0, 1, 2, 3]), ("update", [4, 5, 6, 7])]),
+    ],
+)
+def test_the_first_mini_batch_forward_is_its_pi_old_pass(tiny_model_path, mini, expected):
+    """pi_old is recomputed only for mini-batches 2..N; micro-batches of 4 rows, the longest first."""
+    batch = fixed_batch(vocab=2048)
+    assert batch.attention_mask.sum(-1).tolist() == [4, 6, 8, 8, 8, 7, 5, 6]
+    log = PhaseLog()
+    module = PolicyModule(tiny_model_path, mini_batch_size=mini, micro_batch_size=4)
+    train_on(batch, module, steps=8 // mini, callbacks=[log])
+    assert log.calls == expected

@@ -5,7 +5,9 @@ from typing import Literal
 
 import lightning as L
 
-Phase = Literal["old", "update"]  # the no-grad pi_old recompute, or a micro-batch of an update
+# "old": the no-grad pi_old recompute (mini-batches 2..N); "update": a micro-batch of an update;
+# "first": a micro-batch of the first mini-batch's update, whose forward is also its pi_old pass
+Phase = Literal["old", "update", "first"]
 
 
 class PolicyForwardCallback(L.Callback):

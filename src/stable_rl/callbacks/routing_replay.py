@@ -69,8 +69,11 @@ class RoutingReplay(PolicyForwardCallback):
                 "RoutingReplay(mode='R3') got a rollout batch without routes: the engine must return them "
                 "(set data.engine.init_args.return_routes: true)"
             )
-        self.old_routes = None
         self.replayed = torch.zeros(batch.num_rows, dtype=torch.bool)
+        self.old_routes = None
+        if self.mode == "R2":  # filled by the pi_old pass, micro-batch by micro-batch
+            shape = (*batch.input_ids.shape, self.hooks.num_layers, self.hooks.top_k)
+            self.old_routes = torch.full(shape, -1, dtype=ROUTE_DTYPE, device=batch.input_ids.device)
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
@@ -83,38 +86,44 @@ class RoutingReplay(PolicyForwardCallback):
 
     @contextmanager
     def policy_forward(self, module: L.LightningModule, phase: Phase, batch) -> Iterator[None]:
+        """ "old": R2 records the routes, R3 replays the rollout's; "update": both replay; "first" (the
+        first mini-batch, whose update forward is also its pi_old pass): R2 records (replaying pi_old's
+        own routes changes nothing), R3 replays."""
         needed = routed_positions(batch.attention_mask)
-        if phase == "old" and self.mode == "R2":
+        if self.mode == "R2" and phase in ("old", "first"):
             with self.hooks.record(batch.input_ids):
                 yield
             self._keep_old_routes(batch.row_index, self.hooks.own)
             if batch.routes is not None:
                 self._log_match(module, "infer_agreement", self.hooks.own, batch.routes, needed)
+            if phase == "first":
+                self._replayed(module, batch, self.hooks.own, needed)
             return
-        if phase == "old":
-            if self.diagnostics:
-                self._diagnose(module, batch, needed)
-            with self.hooks.replay(batch.routes, batch.attention_mask):
-                yield
-            return
-        routes = batch.routes if self.mode == "R3" else self.old_routes[batch.row_index.to(self.old_routes.device)]
+        if self.mode == "R3" and phase in ("old", "first") and self.diagnostics:
+            self._diagnose(module, batch, needed)
+        if self.mode == "R3" or phase == "old":
+            routes = batch.routes
+        else:  # R2 update; micro-batches are cut to their longest row
+            routes = self.old_routes[batch.row_index.to(self.old_routes.device), : batch.input_ids.shape[1]]
         with self.hooks.replay(routes, batch.attention_mask):
             yield
+        if phase != "old":
+            self._replayed(module, batch, routes, needed)
+
+    def _replayed(self, module, batch, routes: Tensor, needed: Tensor) -> None:
+        """An update ran on ``routes``: mark its rows, log how many the updated policy would route alike."""
         self.replayed[batch.row_index.cpu()] = True
         self._log_match(module, "update_agreement", self.hooks.own, routes, needed)
 
     def _keep_old_routes(self, rows: Tensor, routes: Tensor) -> None:
-        """Store one pi_old micro-batch's routes at its rows of the global batch."""
-        if self.old_routes is None:
-            size = len(self.replayed)
-            self.old_routes = torch.full((size, *routes.shape[1:]), -1, dtype=ROUTE_DTYPE, device=routes.device)
-        self.old_routes[rows.to(routes.device)] = routes.to(ROUTE_DTYPE)
+        """Store one pi_old micro-batch's routes [m, width, layers, k] at its rows of the global batch."""
+        self.old_routes[rows.to(self.old_routes.device), : routes.shape[1]] = routes.to(ROUTE_DTYPE)
 
     @torch.no_grad()
     def _diagnose(self, module, batch, needed: Tensor) -> None:
         """R3's view of the mismatch before replay: the training routers' own choice and log-probs."""
         with self.hooks.record(batch.input_ids):
-            logprobs, _ = module.batch_logprobs(batch)
+            logprobs, _ = module.batch_logprobs(batch, entropy=False)
         mask = batch.response_mask
         module.step_metrics.mean("kl_no_replay", batch.rollout_logprobs - logprobs, mask)
         module.step_metrics.mean("kl_k3_no_replay", token_kl(batch.rollout_logprobs, logprobs), mask)

@@ -39,16 +39,39 @@ class RolloutBatch:
     def num_rows(self) -> int:
         return self.input_ids.shape[0]
 
-    def rows(self, index: slice) -> "RolloutBatch":
-        """The rows ``index`` (a mini- or micro-batch), other fields unchanged."""
+    def rows(self, index: slice | Tensor) -> "RolloutBatch":
+        """The rows ``index`` (a slice or a tensor of row positions), other fields unchanged."""
+
+        def take(value: Tensor) -> Tensor:
+            return value[index if isinstance(index, slice) else index.to(value.device)]
+
         return replace(
-            self,
-            **{f.name: getattr(self, f.name)[index] for f in fields(self) if isinstance(getattr(self, f.name), Tensor)},
+            self, **{f.name: take(value) for f in fields(self) if isinstance(value := getattr(self, f.name), Tensor)}
         )
 
     def split(self, size: int) -> list["RolloutBatch"]:
         """Consecutive chunks of ``size`` rows."""
         return [self.rows(slice(start, start + size)) for start in range(0, self.num_rows, size)]
+
+    def trimmed(self) -> "RolloutBatch":
+        """The same rows without the padding columns after the longest row."""
+        width, length = self.input_ids.shape[1], int(self.attention_mask.sum(-1).max())
+        return replace(
+            self,
+            **{
+                f.name: value[:, :length]
+                for f in fields(self)
+                if isinstance(value := getattr(self, f.name), Tensor) and value.dim() >= 2 and value.shape[1] == width
+            },
+        )
+
+    def length_sorted_parts(self, size: int) -> list[tuple[Tensor, "RolloutBatch"]]:
+        """Micro-batches of ``size`` rows, longest rows first and rows of similar length together, each
+        trimmed to its longest row: ``(positions of its rows in this batch, the part)``. The padding a
+        forward computes on drops (rows of 1k-4k tokens: ~1.4x fewer tokens than batch order); sums over
+        tokens are unchanged."""
+        order = self.attention_mask.sum(-1).cpu().argsort(descending=True, stable=True)
+        return [(index, self.rows(index).trimmed()) for index in order.split(size)]
 
     @classmethod
     def from_samples(

@@ -24,6 +24,8 @@ class HFEngine(RolloutEngine):
     Args:
         fp8: simulate FP8 (e4m3) inference: matrix weights and linear-layer inputs rounded to e4m3 with
             per-row scales (``stable_rl.rollout.fp8``), a training-inference gap like the paper's.
+        cache_implementation: transformers' KV cache for ``generate`` ("static" preallocates it and lets
+            transformers compile the decoding step on GPUs); None = transformers' default (dynamic).
         Others as in ``RolloutEngine``.
     """
 
@@ -38,9 +40,11 @@ class HFEngine(RolloutEngine):
         seed: int | None = None,
         return_routes: bool = False,
         fp8: bool = False,
+        cache_implementation: str | None = None,
     ) -> None:
         super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes)
         self.fp8 = fp8
+        self.cache_implementation = cache_implementation
 
     def start(self, model_path: str, max_model_len: int) -> None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -56,6 +60,7 @@ class HFEngine(RolloutEngine):
         ids = {
             "eos_token_id": self.model.generation_config.eos_token_id,
             "pad_token_id": pad_id(self.model.generation_config),  # Llama-3 style configs have none
+            "cache_implementation": self.cache_implementation,
         }
         if sampling.temperature == 0:
             return GenerationConfig(do_sample=False, max_new_tokens=sampling.max_new_tokens, **ids)
@@ -109,7 +114,12 @@ class HFEngine(RolloutEngine):
         hooks = RouterHooks(self.model) if with_routes else None
         with hooks.record(input_ids) if hooks else nullcontext():
             logprobs, _ = sequence_logprobs(
-                self.model, input_ids.to(device), attention_mask.to(device), response_mask.to(device), temperature
+                self.model,
+                input_ids.to(device),
+                attention_mask.to(device),
+                response_mask.to(device),
+                temperature,
+                entropy=False,
             )
         logprobs = logprobs.float().cpu()
         routes = hooks.own.to("cpu", ROUTE_DTYPE).numpy() if hooks else None  # [M, L, layers, k]
