@@ -17,7 +17,7 @@ optimizer updates; the rollout engine is synced to every new step before it samp
 
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
@@ -100,19 +100,28 @@ class PolicyModule(HFPolicyModule):
     def on_fit_start(self) -> None:
         global_batch = getattr(self.trainer.datamodule, "global_batch_size", None)
         if global_batch is not None:
-            self._sizes(global_batch)  # fail before the first rollout, not after it
+            self._sizes(global_batch // self._processes)  # fail before the first rollout, not after it
+
+    @property
+    def _processes(self) -> int:
+        """Data-parallel processes sharing each global batch (1 without a trainer)."""
+        return self._trainer.world_size if self._trainer is not None else 1
 
     def _sizes(self, num_rows: int) -> tuple[int, int]:
-        """(mini, micro) batch sizes in responses for a global batch of ``num_rows``."""
-        mini = self.mini_batch_size or num_rows
-        micro = min(self.micro_batch_size or mini, mini)
-        if num_rows % mini or mini % micro:
+        """(mini, micro) batch sizes in responses of this process, which holds ``num_rows`` of the global
+        batch: ``mini_batch_size`` counts the responses of an update over all processes (each holds its
+        share of every mini-batch), ``micro_batch_size`` those of one forward in one process."""
+        processes = self._processes
+        total = num_rows * processes
+        mini = self.mini_batch_size or total
+        micro = min(self.micro_batch_size or mini // processes, mini // processes)
+        if total % mini or mini % processes or (mini // processes) % micro:
             raise ValueError(
-                f"global batch of {num_rows} responses (data.prompts_per_step x data.group_size) must be "
-                f"divisible by model.mini_batch_size={mini}, and that by model.micro_batch_size={micro}: "
-                "choose sizes that divide evenly"
+                f"global batch of {total} responses (data.prompts_per_step x data.group_size) must be "
+                f"divisible by model.mini_batch_size={mini}, that by the {processes} data-parallel process(es), "
+                f"and each process's share by model.micro_batch_size={micro}: choose sizes that divide evenly"
             )
-        return mini, micro
+        return mini // processes, micro
 
     @contextmanager
     def policy_forward(self, phase: Phase, batch: RolloutBatch) -> Iterator[None]:
@@ -178,16 +187,20 @@ class PolicyModule(HFPolicyModule):
         skipped = 0
         for start in range(0, batch.num_rows, mini):
             mini_batch = batch.rows(slice(start, start + mini))
-            normalizer = self.objective.normalizer(mini_batch.response_mask).to(self.device)
+            normalizer = self._global_normalizer(mini_batch.response_mask)
             optimizer.zero_grad()
             loss = 0.0
-            for index, part in mini_batch.length_sorted_parts(micro):
-                rows, width = index.to(old_logprobs.device) + start, part.input_ids.shape[1]  # rows of the global batch
+            parts = mini_batch.length_sorted_parts(micro)
+            for i, (index, part) in enumerate(parts):
+                rows, width = index.to(old_logprobs.device) + start, part.input_ids.shape[1]  # rows of the batch
                 old = old_logprobs[rows, :width] if start else None
-                part_loss, old, part_entropy = self._backward(part, old, advantages[rows], normalizer)
+                with self._gradient_sync(last=i == len(parts) - 1):
+                    part_loss, old, part_entropy = self._backward(part, old, advantages[rows], normalizer)
                 loss = loss + part_loss
                 if not start:
                     old_logprobs[rows, :width], entropy[rows, :width] = old.float(), part_entropy.float()
+            if self._processes > 1:  # the global loss, so every process agrees on skipping (gradients are global)
+                loss = self.trainer.strategy.reduce(loss, reduce_op="sum") / self._processes
             grad_norm = self._grad_norm()
             self.step_metrics.mean("loss", loss)
             self.step_metrics.mean("grad_norm", grad_norm)
@@ -202,6 +215,22 @@ class PolicyModule(HFPolicyModule):
             if scheduler is not None:
                 scheduler.step()
         return skipped
+
+    def _global_normalizer(self, response_mask: Tensor) -> Tensor:
+        """The objective's constant for the whole mini-batch, over all processes; data-parallel
+        strategies average gradients over the processes, so it comes back divided by their number
+        (each process's loss is then its share of the global loss, times the number of processes)."""
+        normalizer = self.objective.normalizer(response_mask).to(self.device)
+        if self._processes == 1:
+            return normalizer
+        return self.trainer.strategy.reduce(normalizer, reduce_op="sum") / self._processes
+
+    def _gradient_sync(self, last: bool):
+        """Data-parallel: gradients are all-reduced once per update, on its last micro-batch."""
+        model = self.trainer.strategy.model if self._trainer is not None else None
+        if last or not hasattr(model, "no_sync"):
+            return nullcontext()
+        return model.no_sync()
 
     def _log_times(self, times: dict[str, float], batch_size: int) -> None:
         """``time/<phase>`` of this step, and from the second step on ``time/step`` (wall time since the

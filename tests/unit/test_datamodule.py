@@ -11,7 +11,9 @@ from stable_rl.rollout import HFEngine
 
 def data_module(tiny_model_path, **kwargs) -> RolloutDataModule:
     data = RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=8, seed=3), prompts_per_step=2, **kwargs)
-    data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model_path=tiny_model_path))
+    data.trainer = SimpleNamespace(
+        lightning_module=SimpleNamespace(model_path=tiny_model_path), global_rank=0, world_size=1
+    )
     return data
 
 
@@ -53,8 +55,28 @@ def test_a_group_of_one_is_refused_when_configured():
 
 def test_fewer_problems_than_a_step_needs_is_refused(tiny_model_path):
     data = RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=3, seed=3), engine=HFEngine(), prompts_per_step=4)
-    data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model_path=tiny_model_path))
+    data.trainer = SimpleNamespace(
+        lightning_module=SimpleNamespace(model_path=tiny_model_path), global_rank=0, world_size=1
+    )
     with pytest.raises(
         ValueError, match=r"3 problems is fewer than data.prompts_per_step=4: .* lower prompts_per_step"
     ):
         data.setup("fit")
+
+
+def test_each_process_rolls_out_its_share_from_its_own_seed_stream(tiny_model_path):
+    L.seed_everything(7, verbose=False)
+    whole = data_module(tiny_model_path, engine=HFEngine())
+    whole.setup("fit")
+    expected = [p.prompt_ids for p in next(iter(whole.train_dataloader()))]
+    shares, seeds = [], []
+    for rank in (0, 1):
+        data = data_module(tiny_model_path, engine=HFEngine())
+        data.trainer = SimpleNamespace(
+            lightning_module=SimpleNamespace(model_path=tiny_model_path), global_rank=rank, world_size=2
+        )
+        data.setup("fit")
+        shares += [p.prompt_ids for p in next(iter(data.train_dataloader()))]
+        seeds.append(data.engine.seed)
+    assert shares == expected and len(expected) == whole.prompts_per_step
+    assert seeds == [7, 7 + 7919]

@@ -60,3 +60,15 @@ def test_set_epoch_starts_that_epoch_from_its_first_batch():
     first = next(iter(fresh))
     fresh.set_epoch(2)  # the same epoch again (a mid-epoch resume): it goes on where it was
     assert [first, *fresh] == whole[2]
+
+
+def test_processes_take_consecutive_shares_of_every_global_batch():
+    whole = epochs(PromptBatches(ITEMS, 4, seed=5), 2)
+    shares = [epochs(PromptBatches(ITEMS, 4, seed=5, rank=r, num_replicas=2), 2) for r in (0, 1)]
+    merged = [[a + b for a, b in zip(ea, eb, strict=True)] for ea, eb in zip(*shares, strict=True)]
+    assert merged == whole and len(whole[0]) == 2  # 2 epochs of 2 batches of 4 (2 per process)
+
+
+def test_a_batch_the_processes_cannot_share_names_the_fix():
+    with pytest.raises(ValueError, match=r"prompts_per_step=3 cannot be shared by 2 processes"):
+        PromptBatches(ITEMS, 3, seed=5, rank=0, num_replicas=2)

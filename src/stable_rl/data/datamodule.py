@@ -100,8 +100,8 @@ class RolloutDataModule(L.LightningDataModule):
     def setup(self, stage: str) -> None:
         if self.seed is None:
             self.seed = int(os.environ.get("PL_GLOBAL_SEED", 0))  # set by seed_everything
-        if self.engine.seed is None:
-            self.engine.seed = self.seed
+        if self.engine.seed is None:  # each rank samples its own prompts from its own seed stream
+            self.engine.seed = self.seed + 7919 * self.trainer.global_rank
         if not self.problems:
             self._load_problems(self.trainer.lightning_module.model_path)
 
@@ -133,8 +133,11 @@ class RolloutDataModule(L.LightningDataModule):
         return EncodedProblem(ids, answer)
 
     def train_dataloader(self) -> PromptBatches[EncodedProblem]:
-        """Problems only (rollouts happen in ``on_before_batch_transfer``), resumable mid-epoch."""
-        return PromptBatches(self.problems, self.prompts_per_step, self.seed)
+        """Problems only (rollouts happen in ``on_before_batch_transfer``), resumable mid-epoch; each
+        process gets its share of every global batch."""
+        return PromptBatches(
+            self.problems, self.prompts_per_step, self.seed, self.trainer.global_rank, self.trainer.world_size
+        )
 
     def val_dataloader(self) -> list[DataLoader]:
         return [

@@ -16,13 +16,23 @@ class PromptBatches(Generic[T]):
     Resumable: Lightning stores ``state_dict()`` (epoch, batches consumed) in every checkpoint and
     hands it back through ``load_state_dict`` before iterating, and calls ``sampler.set_epoch`` at
     every epoch start, so a resumed run draws the same problems at the same step as a run that never
-    stopped. (Every process draws the same batches: no sharding across ranks.)
+    stopped.
+
+    Data-parallel: with ``num_replicas`` processes, every one walks the same global batches and takes
+    its consecutive share, ``batch_size / num_replicas`` problems (``rank`` 0 the first): each problem's
+    G responses stay on one rank, and a checkpoint resumes on any number of processes.
     """
 
-    def __init__(self, items: Sequence[T], batch_size: int, seed: int) -> None:
+    def __init__(self, items: Sequence[T], batch_size: int, seed: int, rank: int = 0, num_replicas: int = 1) -> None:
+        if batch_size % num_replicas:
+            raise ValueError(
+                f"data.prompts_per_step={batch_size} cannot be shared by {num_replicas} processes (trainer.devices x "
+                "trainer.num_nodes): choose a multiple of the number of processes"
+            )
         self.items = items
         self.batch_size = batch_size
         self.seed = seed
+        self.share = slice(rank * batch_size // num_replicas, (rank + 1) * batch_size // num_replicas)
         self.epoch = 0
         self.consumed = 0  # batches of ``epoch`` already handed out
         self.sampler = self  # where Lightning looks for ``set_epoch``
@@ -52,7 +62,7 @@ class PromptBatches(Generic[T]):
         while self.consumed < len(self):
             start = self.consumed * self.batch_size
             self.consumed += 1
-            yield [self.items[i] for i in order[start : start + self.batch_size]]
+            yield [self.items[i] for i in order[start : start + self.batch_size][self.share]]
 
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "consumed": self.consumed, **self._identity()}
