@@ -59,9 +59,10 @@ def soak(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def benchmarks(session: nox.Session) -> None:
-    """The CPU benchmarks one after the other (about 20 minutes on 2 cores): where a quickstart step's
-    time goes, the rollout engines' throughput, and stable-rl vs TRL's GRPOTrainer on the same workload
-    (``-- --quickstart-steps N --large-steps M`` go to the last one). Results: benchmarks/RESULTS.md."""
+    """The CPU benchmarks one after the other (about 7 minutes on 2 cores after the install): where a
+    quickstart step's time goes, the rollout engines' throughput, and stable-rl vs TRL's GRPOTrainer on
+    the same workload (``-- --quickstart-steps N --large-steps M`` go to the last one). Results:
+    benchmarks/RESULTS.md."""
     install_cpu(session, "")
     session.install("trl==1.16.0")
     session.run("python", "benchmarks/step_breakdown.py", env=CPU_ENV)
