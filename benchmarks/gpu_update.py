@@ -281,7 +281,7 @@ def free() -> None:
         torch.cuda.empty_cache()
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=12)
@@ -307,7 +307,11 @@ def main() -> None:
     parser.add_argument(
         "--skip", nargs="*", default=[], choices=["raw", "update", "replay", "offpolicy", "memory", "generate"]
     )
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
     peak = next((v for k, v in PEAK_BF16.items() if k in name), float("nan"))

@@ -1,5 +1,5 @@
-"""One fit of PolicyModule on a fixed global batch by 1 or more CPU processes (DDP over gloo), each
-holding its share of every mini-batch; rank 0 saves the final weights and the logged metrics.
+"""One fit of PolicyModule on a fixed global batch by 1 or more processes (DDP over gloo on CPUs, NCCL
+on GPUs), each holding its share of every mini-batch; rank 0 saves the final weights and metrics.
 
     python tests/integration/data_parallel_fit.py MODEL_PATH OUT.pt --devices 2 [--replay R3] [--mini 8] [--objective CISPO]
 
@@ -72,6 +72,8 @@ def main() -> None:
     parser.add_argument("--replay", choices=["R2", "R3"])
     parser.add_argument("--mini", type=int, default=16, help="responses per update over all processes")
     parser.add_argument("--objective", choices=["MiniRL", "CISPO"], default="MiniRL")
+    parser.add_argument("--accelerator", choices=["cpu", "gpu"], default="cpu", help="gpu: NCCL instead of gloo")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     args = parser.parse_args()
     torch.manual_seed(0)
     module = PolicyModule(
@@ -80,11 +82,13 @@ def main() -> None:
         optimizer=lambda params: torch.optim.SGD(params, lr=0.5),
         mini_batch_size=args.mini,
         micro_batch_size=2,
+        dtype=args.dtype,
         experts_implementation="eager",
     )
-    strategy = DDPStrategy(process_group_backend="gloo") if args.devices > 1 else "auto"
+    backend = "gloo" if args.accelerator == "cpu" else "nccl"
+    strategy = DDPStrategy(process_group_backend=backend) if args.devices > 1 else "auto"
     trainer = L.Trainer(
-        accelerator="cpu",
+        accelerator=args.accelerator,
         devices=args.devices,
         strategy=strategy,
         max_steps=STEPS * 16 // args.mini,
@@ -98,7 +102,8 @@ def main() -> None:
     trainer.fit(module, datamodule=Shards(global_batch(args.model_path), args.mini))
     if trainer.global_rank == 0:
         metrics = {k: float(v) for k, v in trainer.logged_metrics.items()}
-        torch.save({"weights": module.policy.state_dict(), "metrics": metrics}, args.out)
+        weights = {name: value.cpu() for name, value in module.policy.state_dict().items()}
+        torch.save({"weights": weights, "metrics": metrics}, args.out)
 
 
 if __name__ == "__main__":

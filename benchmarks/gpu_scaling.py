@@ -1,0 +1,96 @@
+"""Data-parallel scaling of the MiniRL step from 1 to N GPUs (Lightning DDP over NCCL).
+
+    python benchmarks/gpu_scaling.py --devices 2      # a host with 2 CUDA GPUs, ~4 min
+
+The model and per-GPU batch of ``benchmarks/gpu_update.py`` (a 1.25B Qwen3-MoE shape, 64 responses of
+256 + 1k-4k tokens per GPU, bfloat16): each process trains on its own synthetic rollouts (so the
+global batch grows with the GPUs) and the update's gradients are all-reduced every optimizer step.
+Prints seconds per step and tokens/s for 1 GPU and for N, and the speed-up (ideal: N).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import gpu_update
+import lightning as L
+import torch
+from transformers import AutoModelForCausalLM
+
+from stable_rl.module import PolicyModule
+
+
+def run(devices: int, out: str, args) -> None:
+    """One fit on ``devices`` GPUs; rank 0 writes the medians to ``out`` (Lightning relaunches this
+    script for the other ranks)."""
+    rank = int(os.environ.get("LOCAL_RANK", 0))
+    config = gpu_update.model_config(args)
+    torch.manual_seed(0)
+    model_dir = tempfile.mkdtemp()
+    AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(model_dir)
+    batch = gpu_update.synthetic_rollouts(args, config, seed=rank)
+    module = PolicyModule(
+        model_dir,
+        optimizer=lambda params: torch.optim.AdamW(params, lr=1e-6),
+        micro_batch_size=args.micro,
+        dtype="bfloat16",
+        experts_implementation=args.experts_implementation,
+    )
+    times = gpu_update.StepTimes()
+    trainer = L.Trainer(
+        accelerator="auto",
+        devices=devices,
+        strategy="ddp" if devices > 1 else "auto",
+        max_steps=args.steps,
+        use_distributed_sampler=False,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        callbacks=[times],
+    )
+    trainer.fit(module, datamodule=gpu_update.SyntheticRollouts(batch, args.steps))
+    tokens = int(batch.attention_mask.sum())
+    totals = trainer.strategy.reduce(torch.tensor(float(tokens), device=trainer.strategy.root_device), reduce_op="sum")
+    if trainer.global_rank == 0:
+        step = statistics.median(a + b for a, b in zip(times.pi_old[1:], times.update[1:], strict=True))
+        with open(out, "w") as f:
+            json.dump({"devices": devices, "seconds": step, "tokens": float(totals)}, f)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--devices", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=4, help="steps per run (the first is left out)")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args, rest = parser.parse_known_args()  # the rest: gpu_update.py's model and batch sizes
+    sizes = gpu_update.parser().parse_args([*rest, "--steps", str(args.steps)])
+    if args.child:
+        run(args.child, args.out, sizes)
+        return
+    rows = []
+    for devices in (1, args.devices):
+        out = tempfile.mktemp(suffix=".json")
+        command = [sys.executable, __file__, "--child", str(devices), "--out", out, "--steps", str(args.steps), *rest]
+        subprocess.run(command, check=True)
+        with open(out) as f:
+            rows.append(json.load(f))
+    card = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+    print(f"\n{card} x {args.devices}, torch {torch.__version__}\n")
+    print("| GPUs | responses per step | s per step | tokens/s | speed-up |")
+    print("|---|---|---|---|---|")
+    base = rows[0]["tokens"] / rows[0]["seconds"]
+    for row in rows:
+        rate = row["tokens"] / row["seconds"]
+        responses = row["devices"] * sizes.prompts * sizes.group
+        print(f"| {row['devices']} | {responses} | {row['seconds']:.3f} | {rate:,.0f} | {rate / base:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
