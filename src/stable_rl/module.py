@@ -33,6 +33,7 @@ from stable_rl.rollout import EvalBatch, RolloutBatch
 from stable_rl.timing import timed
 
 PROGRESS_BAR = ("reward", "kl", "entropy")
+SHARDED_STRATEGIES = ("FSDPStrategy", "ModelParallelStrategy", "DeepSpeedStrategy")
 
 
 class PolicyModule(HFPolicyModule):
@@ -98,6 +99,13 @@ class PolicyModule(HFPolicyModule):
         return self.logprobs(batch.input_ids, batch.attention_mask, batch.response_mask, batch.temperature, entropy)
 
     def on_fit_start(self) -> None:
+        strategy = type(self.trainer.strategy).__name__
+        if strategy in SHARDED_STRATEGIES:
+            raise ValueError(
+                f"trainer.strategy {strategy} shards the policy's weights, which stable-rl does not support yet "
+                "(the log-prob head, gradient norm and engine weight sync read whole weights): use "
+                "trainer.strategy=ddp, which replicates the model on every device"
+            )
         global_batch = getattr(self.trainer.datamodule, "global_batch_size", None)
         if global_batch is not None:
             self._sizes(global_batch // self._processes)  # fail before the first rollout, not after it

@@ -1,5 +1,7 @@
 """PolicyModule on a fixed, hand-made rollout batch (the engine is not what is tested here)."""
 
+from types import SimpleNamespace
+
 import lightning as L
 import pytest
 import torch
@@ -265,3 +267,12 @@ def test_the_first_mini_batch_forward_is_its_pi_old_pass(tiny_model_path, mini, 
     module = PolicyModule(tiny_model_path, mini_batch_size=mini, micro_batch_size=4)
     train_on(batch, module, steps=8 // mini, callbacks=[log])
     assert log.calls == expected
+
+
+def test_a_sharding_strategy_is_refused_with_the_fix(tiny_model_path):
+    from lightning.pytorch.strategies import FSDPStrategy
+
+    module = PolicyModule(tiny_model_path)
+    module._trainer = SimpleNamespace(strategy=FSDPStrategy.__new__(FSDPStrategy))
+    with pytest.raises(ValueError, match=r"FSDPStrategy shards the policy's weights.*use trainer.strategy=ddp"):
+        module.on_fit_start()
