@@ -4,7 +4,6 @@ import math
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.utilities import rank_zero_only
 
 CURVES = (
     "train/reward",
@@ -47,17 +46,16 @@ class TrainingReport(L.Callback):
     def load_state_dict(self, state_dict: dict) -> None:
         self.history = state_dict["history"]
 
-    @rank_zero_only
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        log_dir = Path(trainer.log_dir or trainer.default_root_dir)  # a collective under DDP: every rank asks
         curves = {k: v for k, v in self.history.items() if k in CURVES or "/avg@" in k}
-        if not curves:
+        if not curves or not trainer.is_global_zero:
             return
         width = max(map(len, curves))
         lines = [f"{'metric':<{width}}  {'first':>9}  {'last':>9}  (steps)"]
         for name, points in sorted(curves.items()):
             (s0, v0), (s1, v1) = points[0], points[-1]
             lines.append(f"{name:<{width}}  {v0:9.4f}  {v1:9.4f}  ({s0} -> {s1})")
-        log_dir = Path(trainer.log_dir or trainer.default_root_dir)
         path = log_dir / self.filename
         self.plot(curves, path)
         print("\n".join(["", "stable-rl summary", *lines, f"curves: {path}"]))
