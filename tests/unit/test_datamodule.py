@@ -80,3 +80,14 @@ def test_each_process_rolls_out_its_share_from_its_own_seed_stream(tiny_model_pa
         seeds.append(data.engine.seed)
     assert shares == expected and len(expected) == whole.prompts_per_step
     assert seeds == [7, 7 + 7919]
+
+
+def test_a_mini_batch_the_processes_cannot_share_in_whole_groups_names_the_fix(tiny_model_path):
+    data = data_module(tiny_model_path, engine=HFEngine(), group_size=4)
+    module = SimpleNamespace(model_path=tiny_model_path, mini_batch_size=4)  # one group per update
+    data.trainer = SimpleNamespace(lightning_module=module, global_rank=0, world_size=2)
+    data.setup("fit")
+    with pytest.raises(
+        ValueError, match=r"mini_batch_size=4 responses cannot be shared by 2 processes .* multiple of 8"
+    ):
+        data.train_dataloader()

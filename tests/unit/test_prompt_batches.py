@@ -70,5 +70,17 @@ def test_processes_take_consecutive_shares_of_every_global_batch():
 
 
 def test_a_batch_the_processes_cannot_share_names_the_fix():
-    with pytest.raises(ValueError, match=r"prompts_per_step=3 cannot be shared by 2 processes"):
+    with pytest.raises(
+        ValueError, match=r"prompts_per_step=3 cannot be shared by 2 processes .* choose a multiple of 2"
+    ):
         PromptBatches(ITEMS, 3, seed=5, rank=0, num_replicas=2)
+
+
+def test_with_mini_batches_each_process_takes_its_part_of_every_one():
+    """N = 2 mini-batches of 4 prompts, 2 processes: process r holds prompts 2r, 2r+1 of each
+    mini-batch, so its k-th local mini-batch is its half of the k-th global one."""
+    (whole,) = epochs(PromptBatches(ITEMS, 8, seed=5), 1)[0]
+    shares = [epochs(PromptBatches(ITEMS, 8, seed=5, rank=r, num_replicas=2, blocks=2), 1)[0][0] for r in (0, 1)]
+    assert shares == [[whole[i] for i in (0, 1, 4, 5)], [whole[i] for i in (2, 3, 6, 7)]]
+    with pytest.raises(ValueError, match=r"choose a multiple of 4 \(processes x mini-batches\)"):
+        PromptBatches(ITEMS, 6, seed=5, rank=0, num_replicas=2, blocks=2)

@@ -135,9 +135,23 @@ class RolloutDataModule(L.LightningDataModule):
     def train_dataloader(self) -> PromptBatches[EncodedProblem]:
         """Problems only (rollouts happen in ``on_before_batch_transfer``), resumable mid-epoch; each
         process gets its share of every global batch."""
+        world = self.trainer.world_size
         return PromptBatches(
-            self.problems, self.prompts_per_step, self.seed, self.trainer.global_rank, self.trainer.world_size
+            self.problems, self.prompts_per_step, self.seed, self.trainer.global_rank, world, self._mini_batches(world)
         )
+
+    def _mini_batches(self, processes: int) -> int:
+        """N, the policy's optimizer updates per global batch, when several processes share it (each then
+        takes its part of every mini-batch); 1 for one process."""
+        mini = getattr(self.trainer.lightning_module, "mini_batch_size", None)
+        if processes == 1 or mini is None:
+            return 1
+        if mini % (self.group_size * processes):
+            raise ValueError(
+                f"model.mini_batch_size={mini} responses cannot be shared by {processes} processes in whole groups of "
+                f"data.group_size={self.group_size}: choose a multiple of {self.group_size * processes}"
+            )
+        return self.global_batch_size // mini
 
     def val_dataloader(self) -> list[DataLoader]:
         return [

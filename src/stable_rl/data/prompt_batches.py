@@ -18,21 +18,27 @@ class PromptBatches(Generic[T]):
     every epoch start, so a resumed run draws the same problems at the same step as a run that never
     stopped.
 
-    Data-parallel: with ``num_replicas`` processes, every one walks the same global batches and takes
-    its consecutive share, ``batch_size / num_replicas`` problems (``rank`` 0 the first): each problem's
-    G responses stay on one rank, and a checkpoint resumes on any number of processes.
+    Data-parallel: with ``num_replicas`` processes, every one walks the same global batches; a global
+    batch is ``blocks`` consecutive mini-batches and each process takes its consecutive share of every
+    one (``rank`` 0 the first), so its k-th local mini-batch is its part of the k-th global one, as in
+    a single process. Each problem's G responses stay on one rank, and a checkpoint resumes on any
+    number of processes.
     """
 
-    def __init__(self, items: Sequence[T], batch_size: int, seed: int, rank: int = 0, num_replicas: int = 1) -> None:
-        if batch_size % num_replicas:
+    def __init__(
+        self, items: Sequence[T], batch_size: int, seed: int, rank: int = 0, num_replicas: int = 1, blocks: int = 1
+    ) -> None:
+        if batch_size % (blocks * num_replicas):
             raise ValueError(
                 f"data.prompts_per_step={batch_size} cannot be shared by {num_replicas} processes (trainer.devices x "
-                "trainer.num_nodes): choose a multiple of the number of processes"
+                f"trainer.num_nodes) in each of its {blocks} mini-batch(es): choose a multiple of "
+                f"{blocks * num_replicas} (processes x mini-batches)"
             )
         self.items = items
         self.batch_size = batch_size
         self.seed = seed
-        self.share = slice(rank * batch_size // num_replicas, (rank + 1) * batch_size // num_replicas)
+        block, share = batch_size // blocks, batch_size // (blocks * num_replicas)
+        self.share = [start + rank * share + i for start in range(0, batch_size, block) for i in range(share)]
         self.epoch = 0
         self.consumed = 0  # batches of ``epoch`` already handed out
         self.sampler = self  # where Lightning looks for ``set_epoch``
@@ -62,7 +68,8 @@ class PromptBatches(Generic[T]):
         while self.consumed < len(self):
             start = self.consumed * self.batch_size
             self.consumed += 1
-            yield [self.items[i] for i in order[start : start + self.batch_size][self.share]]
+            batch = order[start : start + self.batch_size]
+            yield [self.items[batch[i]] for i in self.share]
 
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "consumed": self.consumed, **self._identity()}
