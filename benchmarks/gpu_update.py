@@ -3,7 +3,7 @@
     python benchmarks/gpu_update.py            # one CUDA GPU (H100/H200), ~6 min; --help for sizes
 
 A random Qwen3-MoE of ~1.25B parameters (hidden 1024, 12 layers, 64 experts top-8, expert width 384,
-vocab 151,936: 0.32B active), bfloat16, ``experts_implementation="grouped_mm"``, trained on synthetic
+vocab 151,936: 0.30B active non-embedding), bfloat16, ``experts_implementation="grouped_mm"``, trained on synthetic
 rollouts (8 prompts x 8 responses of 256 + 1k-4k tokens, random 0/1 rewards; the rollout engine is not
 timed here). Prints, side by side in one process:
 1. the hardware: measured bf16 matmul rate and memory bandwidth (the floors below use them);
@@ -300,7 +300,12 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--experts-implementation", default="grouped_mm")
     parser.add_argument("--chunk", type=int, default=1024, help="stable-rl's logprob_chunk_size")
-    parser.add_argument("--steps", type=int, default=3, help="timed steps (after one warm-up step)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=3,
+        help="steps per stable-rl run, the first left out (raw: a warm-up, then this many)",
+    )
     parser.add_argument("--logprob-tokens", type=int, default=16384)
     parser.add_argument("--generate-tokens", type=int, default=512)
     parser.add_argument("--generate-cache", default=None, help="HFEngine cache_implementation, e.g. static")

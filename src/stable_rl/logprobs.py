@@ -14,46 +14,72 @@ from transformers import PreTrainedModel
 def _logits(hidden: Tensor, weight: Tensor, temperature: float) -> Tensor:
     """``hidden`` [n, H] @ ``weight`` [V, H]^T / temperature in float32 (float64 for float64 inputs).
 
-    bfloat16/float16 weights on CUDA: one half-precision matmul with a float32 output; elsewhere both
-    operands are upcast (bfloat16 values are exact in float32, so the result is the same up to summation
-    order). bfloat16 *logits* would add ~0.05 nats of noise at logit values of 10-20, more than the
+    bfloat16 *logits* would add ~0.05 nats of noise at logit values of 10-20, more than the
     training-inference gap being measured.
     """
-    if hidden.is_cuda and weight.dtype in (torch.bfloat16, torch.float16):
-        logits = torch.mm(hidden.to(weight.dtype), weight.T, out_dtype=torch.float32)
-    else:
-        dtype = torch.promote_types(weight.dtype, torch.float32)
-        logits = hidden.to(dtype) @ weight.to(dtype).T
-    return logits.div_(temperature)
+    return _float32_mm(hidden.to(weight.dtype), weight.T).div_(temperature)
+
+
+def _float32_mm(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` with a float32 result (float64 for float64 inputs): bfloat16/float16 operands on CUDA
+    multiply on tensor cores into float32 (exact products, float32 accumulation); elsewhere both are
+    upcast (bfloat16 values are exact in float32: the same result up to summation order)."""
+    if a.is_cuda and a.dtype in (torch.bfloat16, torch.float16):
+        return torch.mm(a, b, out_dtype=torch.float32)
+    dtype = torch.promote_types(a.dtype, torch.float32)
+    return a.to(dtype) @ b.to(dtype)
 
 
 class _HeadLogprobs(torch.autograd.Function):
-    """One chunk: log softmax(h W^T / T)[target] with a hand-written backward that recomputes the
-    chunk's logits: d log p_t / d z = onehot(t) - softmax(z), times 1/T, back through the matmul."""
+    """log softmax(h W^T / T)[target], chunk by chunk, with a hand-written backward that recomputes
+    each chunk's logits: d log p_t / d z = onehot(t) - softmax(z), times 1/T, back through the matmul.
+    The head's gradient is summed over the chunks in float32 and cast once; autocast is off inside
+    (the logits are float32 by construction)."""
 
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, targets: Tensor, temperature: float, entropy: bool):
-        logits = _logits(hidden, weight, temperature)  # [n, V], the only full-vocabulary tensor
-        log_z = logits.logsumexp(dim=-1)  # [n]
-        logprobs = logits.gather(-1, targets[:, None])[:, 0] - log_z  # [n]
+    def forward(ctx, hidden, weight, targets, temperature: float, chunk_size: int, entropy: bool):
+        with torch.autocast(hidden.device.type, enabled=False):
+            parts = [
+                _chunk_forward(hidden[i : i + chunk_size], weight, targets[i : i + chunk_size], temperature, entropy)
+                for i in range(0, max(hidden.shape[0], 1), chunk_size)  # an empty input: one empty chunk
+            ]
+        logprobs, log_z, entropies = (torch.cat(p) if p[0] is not None else None for p in zip(*parts, strict=True))
         ctx.save_for_backward(hidden, weight, targets, log_z)
-        ctx.temperature = temperature
-        if not entropy:
-            return logprobs, None
-        probs = (logits - log_z[:, None]).exp_()  # [n, V]
-        result = log_z - (probs * logits).sum(-1)  # [n]
-        ctx.mark_non_differentiable(result)
-        return logprobs, result
+        ctx.temperature, ctx.chunk_size = temperature, chunk_size
+        if entropies is not None:
+            ctx.mark_non_differentiable(entropies)
+        return logprobs, entropies
 
     @staticmethod
     def backward(ctx, grad_logprobs: Tensor, _grad_entropy):
         hidden, weight, targets, log_z = ctx.saved_tensors
-        grad = _logits(hidden, weight, ctx.temperature).sub_(log_z[:, None]).exp_()  # softmax [n, V]
-        grad.mul_(-grad_logprobs[:, None]).scatter_add_(-1, targets[:, None], grad_logprobs[:, None])
-        grad = grad.div_(ctx.temperature).to(weight.dtype)
-        grad_hidden = (grad @ weight).to(hidden.dtype) if ctx.needs_input_grad[0] else None
-        grad_weight = grad.T @ hidden.to(weight.dtype) if ctx.needs_input_grad[1] else None
-        return grad_hidden, grad_weight, None, None, None
+        size, temperature = ctx.chunk_size, ctx.temperature
+        grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
+        summed = torch.promote_types(weight.dtype, torch.float32)  # the head's gradient, summed over chunks
+        grad_weight = torch.zeros(weight.shape, dtype=summed, device=weight.device) if ctx.needs_input_grad[1] else None
+        with torch.autocast(hidden.device.type, enabled=False):
+            for i in range(0, hidden.shape[0], size):
+                h = hidden[i : i + size]
+                grad = _logits(h, weight, temperature).sub_(log_z[i : i + size, None]).exp_()  # softmax [n, V]
+                g = grad_logprobs[i : i + size].to(grad.dtype)
+                grad.mul_(-g[:, None]).scatter_add_(-1, targets[i : i + size, None], g[:, None])
+                grad = grad.div_(temperature).to(weight.dtype)
+                if grad_hidden is not None:
+                    grad_hidden[i : i + size] = grad @ weight
+                if grad_weight is not None:
+                    grad_weight += _float32_mm(grad.T, h.to(weight.dtype))
+        return grad_hidden, None if grad_weight is None else grad_weight.to(weight.dtype), None, None, None, None
+
+
+def _chunk_forward(hidden: Tensor, weight: Tensor, targets: Tensor, temperature: float, entropy: bool):
+    """One chunk -> (log p(target) [n], log Z [n], entropy [n] or None), float32."""
+    logits = _logits(hidden, weight, temperature)  # [n, V], the only full-vocabulary tensor
+    log_z = logits.logsumexp(dim=-1)  # [n]
+    logprobs = logits.gather(-1, targets[:, None])[:, 0] - log_z  # [n]
+    if not entropy:
+        return logprobs, log_z, None
+    probs = (logits - log_z[:, None]).exp_()  # [n, V]
+    return logprobs, log_z, log_z - (probs * logits).sum(-1)
 
 
 def token_logprobs_and_entropy(
@@ -70,14 +96,7 @@ def token_logprobs_and_entropy(
     ([N], None) with ``entropy=False`` (an update needs no entropy: one pass less over each chunk's
     logits). Logits are float32 (see ``_logits``); gradients flow to ``hidden`` and ``weight``.
     """
-    parts = [
-        _HeadLogprobs.apply(
-            hidden[start : start + chunk_size], weight, targets[start : start + chunk_size], temperature, entropy
-        )
-        for start in range(0, hidden.shape[0], chunk_size)
-    ]
-    logprobs, entropies = zip(*parts, strict=True)
-    return torch.cat(logprobs), torch.cat(entropies) if entropy else None
+    return _HeadLogprobs.apply(hidden, weight, targets, temperature, chunk_size, entropy)
 
 
 def sequence_logprobs(

@@ -21,6 +21,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy, ModelParallelStrategy
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 
@@ -33,7 +34,7 @@ from stable_rl.rollout import EvalBatch, RolloutBatch
 from stable_rl.timing import timed
 
 PROGRESS_BAR = ("reward", "kl", "entropy")
-SHARDED_STRATEGIES = ("FSDPStrategy", "ModelParallelStrategy", "DeepSpeedStrategy")
+SHARDED_STRATEGIES = (FSDPStrategy, ModelParallelStrategy, DeepSpeedStrategy)
 
 
 class PolicyModule(HFPolicyModule):
@@ -98,17 +99,25 @@ class PolicyModule(HFPolicyModule):
         sampling temperature."""
         return self.logprobs(batch.input_ids, batch.attention_mask, batch.response_mask, batch.temperature, entropy)
 
-    def on_fit_start(self) -> None:
-        strategy = type(self.trainer.strategy).__name__
-        if strategy in SHARDED_STRATEGIES:
+    def setup(self, stage: str) -> None:
+        """Refuse a strategy that shards the weights, before it wraps the model."""
+        strategy = self.trainer.strategy
+        if isinstance(strategy, SHARDED_STRATEGIES):
             raise ValueError(
-                f"trainer.strategy {strategy} shards the policy's weights, which stable-rl does not support yet "
-                "(the log-prob head, gradient norm and engine weight sync read whole weights): use "
+                f"trainer.strategy {type(strategy).__name__} shards the policy's weights, which stable-rl does not "
+                "support yet (the log-prob head, gradient norm and engine weight sync read whole weights): use "
                 "trainer.strategy=ddp, which replicates the model on every device"
             )
+
+    def on_fit_start(self) -> None:
         global_batch = getattr(self.trainer.datamodule, "global_batch_size", None)
-        if global_batch is not None:
-            self._sizes(global_batch // self._processes)  # fail before the first rollout, not after it
+        if global_batch is not None:  # fail before the first rollout, not after it
+            if global_batch % self._processes:
+                raise ValueError(
+                    f"global batch of {global_batch} responses cannot be shared by {self._processes} processes: "
+                    "choose data.prompts_per_step as a multiple of trainer.devices x trainer.num_nodes"
+                )
+            self._sizes(global_batch // self._processes)
 
     @property
     def _processes(self) -> int:
@@ -146,14 +155,15 @@ class PolicyModule(HFPolicyModule):
     def old_logprobs(self, batch: RolloutBatch, micro: int, start: int = 0) -> tuple[Tensor, Tensor]:
         """log pi_old and entropy before any update, [M, L] each, of rows ``start`` onwards (the rows of
         the first mini-batch get theirs from their update's forward, see ``_updates``)."""
-        logprobs = torch.zeros(batch.input_ids.shape, device=batch.input_ids.device)
+        dtype = torch.promote_types(self.policy.dtype, torch.float32)
+        logprobs = torch.zeros(batch.input_ids.shape, dtype=dtype, device=batch.input_ids.device)
         entropy = torch.zeros_like(logprobs)
         rest = batch.rows(slice(start, None))
         for index, part in rest.length_sorted_parts(micro) if rest.num_rows else []:
             with self.policy_forward("old", part):
                 part_logprobs, part_entropy = self.batch_logprobs(part)
             rows, width = index.to(logprobs.device) + start, part.input_ids.shape[1]
-            logprobs[rows, :width], entropy[rows, :width] = part_logprobs.float(), part_entropy.float()
+            logprobs[rows, :width], entropy[rows, :width] = part_logprobs, part_entropy
         return logprobs, entropy
 
     def training_step(self, batch: RolloutBatch, batch_idx: int) -> None:
@@ -206,7 +216,7 @@ class PolicyModule(HFPolicyModule):
                     part_loss, old, part_entropy = self._backward(part, old, advantages[rows], normalizer)
                 loss = loss + part_loss
                 if not start:
-                    old_logprobs[rows, :width], entropy[rows, :width] = old.float(), part_entropy.float()
+                    old_logprobs[rows, :width], entropy[rows, :width] = old, part_entropy
             if self._processes > 1:  # the global loss, so every process agrees on skipping (gradients are global)
                 loss = self.trainer.strategy.reduce(loss, reduce_op="sum") / self._processes
             grad_norm = self._grad_norm()

@@ -101,8 +101,8 @@ def test_bfloat16_head_gives_float32_logprobs_on_cuda():
     weight = (torch.randn(5000, 256, device="cuda", generator=g) * 0.3).bfloat16().requires_grad_(True)
     targets = torch.randint(0, 5000, (300,), device="cuda", generator=g)
     coeffs = torch.randn(300, device="cuda", generator=g)
-    logprobs, entropy = token_logprobs_and_entropy(hidden, weight, targets, temperature=0.7, chunk_size=128)
-    (logprobs * coeffs).sum().backward()
+    logprobs, entropy = token_logprobs_and_entropy(hidden, weight, targets, temperature=0.7, chunk_size=16)
+    (logprobs * coeffs).sum().backward()  # 19 chunks: the head's gradient is summed in float32
 
     h, w = hidden.detach().double().requires_grad_(True), weight.detach().double().requires_grad_(True)
     full = (h @ w.T / 0.7).log_softmax(-1)
@@ -115,3 +115,31 @@ def test_bfloat16_head_gives_float32_logprobs_on_cuda():
     for grad, expected in ((hidden.grad, h.grad), (weight.grad, w.grad)):
         assert grad.dtype == torch.bfloat16
         torch.testing.assert_close(grad.double(), expected, rtol=2**-7, atol=2**-7 * expected.abs().max().item())
+
+
+def test_autocast_leaves_the_head_in_float32_forward_and_backward(tiny_model_path):
+    """Under bf16 autocast (Lightning's bf16-mixed) the chunked head still computes float32 logits and
+    its hand-written backward runs (it recomputes the logits outside autocast)."""
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(10, 8, generator=g, requires_grad=True)
+    weight = torch.randn(17, 8, generator=g, requires_grad=True)
+    targets = torch.randint(0, 17, (10,), generator=g)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logprobs, _ = token_logprobs_and_entropy(hidden, weight, targets, chunk_size=3)
+    logprobs.sum().backward()
+    reference = (hidden @ weight.T).log_softmax(-1).gather(-1, targets[:, None])[:, 0]
+    assert logprobs.dtype == torch.float32
+    torch.testing.assert_close(logprobs, reference, rtol=1e-6, atol=1e-6)
+    grad = hidden.grad.clone()
+    hidden.grad = None
+    reference.sum().backward()
+    torch.testing.assert_close(grad, hidden.grad, rtol=1e-6, atol=1e-6)
+
+
+def test_no_tokens_give_empty_logprobs_and_zero_gradients():
+    hidden = torch.zeros(0, 8, requires_grad=True)
+    weight = torch.randn(17, 8, requires_grad=True)
+    logprobs, entropy = token_logprobs_and_entropy(hidden, weight, torch.zeros(0, dtype=torch.long))
+    logprobs.sum().backward()
+    assert logprobs.shape == entropy.shape == (0,)
+    assert torch.equal(weight.grad, torch.zeros_like(weight))

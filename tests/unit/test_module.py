@@ -272,7 +272,10 @@ def test_the_first_mini_batch_forward_is_its_pi_old_pass(tiny_model_path, mini, 
 def test_a_sharding_strategy_is_refused_with_the_fix(tiny_model_path):
     from lightning.pytorch.strategies import FSDPStrategy
 
+    class MyFSDP(FSDPStrategy):
+        pass
+
     module = PolicyModule(tiny_model_path)
-    module._trainer = SimpleNamespace(strategy=FSDPStrategy.__new__(FSDPStrategy))
-    with pytest.raises(ValueError, match=r"FSDPStrategy shards the policy's weights.*use trainer.strategy=ddp"):
-        module.on_fit_start()
+    module._trainer = SimpleNamespace(strategy=MyFSDP.__new__(MyFSDP))
+    with pytest.raises(ValueError, match=r"MyFSDP shards the policy's weights.*use trainer.strategy=ddp"):
+        module.setup("fit")

@@ -70,10 +70,8 @@ class RoutingReplay(PolicyForwardCallback):
                 "(set data.engine.init_args.return_routes: true)"
             )
         self.replayed = torch.zeros(batch.num_rows, dtype=torch.bool)
-        self.old_routes = None
-        if self.mode == "R2":  # filled by the pi_old pass, micro-batch by micro-batch
-            shape = (*batch.input_ids.shape, self.hooks.num_layers, self.hooks.top_k)
-            self.old_routes = torch.full(shape, -1, dtype=ROUTE_DTYPE, device=batch.input_ids.device)
+        self.old_routes = None  # R2: allocated by the first pi_old recompute (mini-batches 2..N), full width
+        self._routes_shape = (*batch.input_ids.shape, self.hooks.num_layers, self.hooks.top_k)
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx: int
@@ -93,7 +91,8 @@ class RoutingReplay(PolicyForwardCallback):
         if self.mode == "R2" and phase in ("old", "first"):
             with self.hooks.record(batch.input_ids):
                 yield
-            self._keep_old_routes(batch.row_index, self.hooks.own)
+            if phase == "old":  # the first mini-batch's routes serve its own update only: nothing to keep
+                self._keep_old_routes(batch.row_index, self.hooks.own)
             if batch.routes is not None:
                 self._log_match(module, "infer_agreement", self.hooks.own, batch.routes, needed)
             if phase == "first":
@@ -117,6 +116,8 @@ class RoutingReplay(PolicyForwardCallback):
 
     def _keep_old_routes(self, rows: Tensor, routes: Tensor) -> None:
         """Store one pi_old micro-batch's routes [m, width, layers, k] at its rows of the global batch."""
+        if self.old_routes is None:
+            self.old_routes = torch.full(self._routes_shape, -1, dtype=ROUTE_DTYPE, device=routes.device)
         self.old_routes[rows.to(self.old_routes.device), : routes.shape[1]] = routes.to(ROUTE_DTYPE)
 
     @torch.no_grad()

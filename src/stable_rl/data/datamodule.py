@@ -100,7 +100,7 @@ class RolloutDataModule(L.LightningDataModule):
     def setup(self, stage: str) -> None:
         if self.seed is None:
             self.seed = int(os.environ.get("PL_GLOBAL_SEED", 0))  # set by seed_everything
-        if self.engine.seed is None:  # each rank samples its own prompts from its own seed stream
+        if self.engine.seed is None:  # each rank samples the responses to its prompts from its own seed stream
             self.engine.seed = self.seed + 7919 * self.trainer.global_rank
         if not self.problems:
             self._load_problems(self.trainer.lightning_module.model_path)
