@@ -117,7 +117,7 @@ def test_bfloat16_head_gives_float32_logprobs_on_cuda():
         torch.testing.assert_close(grad.double(), expected, rtol=2**-7, atol=2**-7 * expected.abs().max().item())
 
 
-def test_autocast_leaves_the_head_in_float32_forward_and_backward(tiny_model_path):
+def test_autocast_leaves_the_head_in_float32_forward_and_backward():
     """Under bf16 autocast (Lightning's bf16-mixed) the chunked head still computes float32 logits and
     its hand-written backward runs (it recomputes the logits outside autocast)."""
     g = torch.Generator().manual_seed(0)
