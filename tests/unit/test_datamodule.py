@@ -77,9 +77,21 @@ def test_each_process_rolls_out_its_share_from_its_own_seed_stream(tiny_model_pa
         )
         data.setup("fit")
         shares += [p.prompt_ids for p in next(iter(data.train_dataloader()))]
-        seeds.append(data.engine.seed)
+        seeds.append(data.engine.base_seed)
     assert shares == expected and len(expected) == whole.prompts_per_step
     assert seeds == [7, 7 + 7919]
+
+
+def test_a_seed_set_by_hand_still_differs_between_processes(tiny_model_path):
+    seeds = []
+    for rank in (0, 1):
+        data = data_module(tiny_model_path, engine=HFEngine(seed=3))
+        data.trainer = SimpleNamespace(
+            lightning_module=SimpleNamespace(model_path=tiny_model_path), global_rank=rank, world_size=2
+        )
+        data.setup("fit")
+        seeds.append((data.engine.seed, data.engine.base_seed, data.engine.request_seed(5, 0, 8)))
+    assert seeds[0][:2] == (3, 3) and seeds[1][:2] == (3, 3 + 7919) and seeds[0][2] != seeds[1][2]
 
 
 def test_a_mini_batch_the_processes_cannot_share_in_whole_groups_names_the_fix(tiny_model_path):

@@ -100,8 +100,9 @@ class RolloutDataModule(L.LightningDataModule):
     def setup(self, stage: str) -> None:
         if self.seed is None:
             self.seed = int(os.environ.get("PL_GLOBAL_SEED", 0))  # set by seed_everything
-        if self.engine.seed is None:  # each rank samples the responses to its prompts from its own seed stream
-            self.engine.seed = self.seed + 7919 * self.trainer.global_rank
+        if self.engine.seed is None:
+            self.engine.seed = self.seed
+        self.engine.rank = self.trainer.global_rank  # each process samples from its own seed stream
         if not self.problems:
             self._load_problems(self.trainer.lightning_module.model_path)
 

@@ -112,10 +112,13 @@ class RolloutEngine(ABC):
             self.load_weights(named_tensors)
             self.version = version
 
+    rank = 0  # the data-parallel process this engine samples for (set by the data module)
+
     @property
     def base_seed(self) -> int:
-        """``seed``, or 0 when unset."""
-        return 0 if self.seed is None else self.seed
+        """``seed`` (0 when unset), moved by the data-parallel rank: each process samples from its own
+        stream, also when the seed is set by hand."""
+        return (0 if self.seed is None else self.seed) + 7919 * self.rank
 
     def request_seed(self, step: int, index: int, group_size: int, stream: int = 0) -> int:
         """A reproducible seed for prompt ``index`` of ``step``; its G samples use seed + 0..G-1 (vLLM's
