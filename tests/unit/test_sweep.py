@@ -47,23 +47,29 @@ def test_a_missing_recipe_is_named():
 @pytest.mark.parametrize(("parallel", "per_gpu"), [(2, 1), (4, 2), (2, 2)])
 def test_parallel_runs_go_to_the_least_loaded_gpu(monkeypatch, parallel, per_gpu):
     """Eight runs of uneven length, ``parallel`` at a time on two GPUs (the parent sees devices 5 and
-    7): a run always starts on a GPU running the fewest, never beyond ``per_gpu``."""
+    7): the first wave is spread evenly (nothing ends before all of it has started), and no GPU ever
+    runs more than ``per_gpu``. (A thread's entry into the fake run lags the sweep's choice, so the
+    check counts from the runs' own entries, never from another thread's view.)"""
     import threading
     import time
 
     from stable_rl import sweep
 
+    first_wave = min(parallel, 2 * per_gpu)
+    barrier = threading.Barrier(first_wave, timeout=10)
     running: dict[str, str] = {}
-    overlaps, busiest = [], []
+    entered, busiest = [], []
     lock = threading.Lock()
 
     def fake_run(command, env, preexec_fn=None):  # stands in for the stable-rl fit subprocess
         name = next(a for a in command if a.startswith("--trainer.logger.init_args.name="))
         with lock:
-            counts = [list(running.values()).count(d) for d in ("5", "7")]
-            overlaps.append(list(running.values()).count(env["CUDA_VISIBLE_DEVICES"]) > min(counts))
             running[name] = env["CUDA_VISIBLE_DEVICES"]
-            busiest.append(len(running))
+            entered.append(env["CUDA_VISIBLE_DEVICES"])
+            busiest.append(max(list(running.values()).count(d) for d in ("5", "7")))
+            in_first_wave = len(entered) <= first_wave
+        if in_first_wave:
+            barrier.wait()
         time.sleep(0.05 if name.endswith("s0") else 0.2)
         with lock:
             del running[name]
@@ -73,7 +79,9 @@ def test_parallel_runs_go_to_the_least_loaded_gpu(monkeypatch, parallel, per_gpu
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
     runs = plan(["recipes/minirl.yaml"], list(range(8)), "out", [])
     assert sweep.execute(runs, parallel=parallel, gpus=2, per_gpu=per_gpu) == [0] * 8
-    assert overlaps == [False] * 8 and max(busiest) == min(parallel, 2 * per_gpu)
+    wave = entered[:first_wave]
+    assert sorted(wave) == sorted(["5", "7"] * (first_wave // 2))  # spread evenly over both GPUs
+    assert len(entered) == 8 and max(busiest) <= per_gpu
 
 
 def test_parallel_runs_on_cpu_get_disjoint_cores(monkeypatch):
