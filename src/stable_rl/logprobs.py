@@ -111,8 +111,9 @@ def sequence_logprobs(
     """Position-aligned log pi(input_ids[:, t] | input_ids[:, :t]) and entropy at response positions.
 
     ``input_ids``, ``attention_mask``, ``response_mask`` [M, L] -> (logprobs [M, L], entropy [M, L]),
-    zero where ``response_mask`` is False (entropy None with ``entropy=False``). Divides logits by the sampling ``temperature`` so pi_theta
-    is the distribution mu_old sampled from. Assumes a plain linear LM head (no logit soft-capping).
+    zero where ``response_mask`` is False (entropy None with ``entropy=False``). Divides logits by the
+    sampling ``temperature`` so pi_theta is the distribution mu_old sampled from. Assumes a plain
+    linear LM head (no logit soft-capping).
     """
     hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     predicts = response_mask[:, 1:]  # [M, L-1]: position t-1 predicts response token t

@@ -158,8 +158,7 @@ class PolicyModule(HFPolicyModule):
         dtype = torch.promote_types(self.policy.dtype, torch.float32)
         logprobs = torch.zeros(batch.input_ids.shape, dtype=dtype, device=batch.input_ids.device)
         entropy = torch.zeros_like(logprobs)
-        rest = batch.rows(slice(start, None))
-        for index, part in rest.length_sorted_parts(micro) if rest.num_rows else []:
+        for index, part in batch.rows(slice(start, None)).length_sorted_parts(micro):
             with self.policy_forward("old", part):
                 part_logprobs, part_entropy = self.batch_logprobs(part)
             rows, width = index.to(logprobs.device) + start, part.input_ids.shape[1]
@@ -217,8 +216,8 @@ class PolicyModule(HFPolicyModule):
                 loss = loss + part_loss
                 if not start:
                     old_logprobs[rows, :width], entropy[rows, :width] = old, part_entropy
-            if self._processes > 1:  # the global loss, so every process agrees on skipping (gradients are global)
-                loss = self.trainer.strategy.reduce(loss, reduce_op="sum") / self._processes
+            # the global loss (the mean of the processes' scaled shares), so every process agrees on skipping
+            loss = self.trainer.strategy.reduce(loss, reduce_op="mean")
             grad_norm = self._grad_norm()
             self.step_metrics.mean("loss", loss)
             self.step_metrics.mean("grad_norm", grad_norm)
@@ -239,9 +238,7 @@ class PolicyModule(HFPolicyModule):
         strategies average gradients over the processes, so it comes back divided by their number
         (each process's loss is then its share of the global loss, times the number of processes)."""
         normalizer = self.objective.normalizer(response_mask).to(self.device)
-        if self._processes == 1:
-            return normalizer
-        return self.trainer.strategy.reduce(normalizer, reduce_op="sum") / self._processes
+        return self.trainer.strategy.reduce(normalizer, reduce_op="mean")  # sum / processes; as is with one
 
     def _gradient_sync(self, last: bool):
         """Data-parallel: gradients are all-reduced once per update, on its last micro-batch."""

@@ -26,3 +26,4 @@ def test_length_sorted_parts_keep_ties_in_batch_order():
     parts = batch_of([3, 3, 3]).length_sorted_parts(2)
     assert [index.tolist() for index, _ in parts] == [[0, 1], [2]]
     assert [part.input_ids.shape[1] for _, part in parts] == [4, 4]
+    assert batch_of([3, 3, 3]).rows(slice(3, None)).length_sorted_parts(2) == []  # no rows, no parts
