@@ -17,11 +17,7 @@ import sys
 import tempfile
 
 import gpu_update
-import lightning as L
 import torch
-from transformers import AutoModelForCausalLM
-
-from stable_rl.module import PolicyModule
 
 
 def run(devices: int, out: str, args) -> None:
@@ -29,32 +25,9 @@ def run(devices: int, out: str, args) -> None:
     script for the other ranks)."""
     rank = int(os.environ.get("LOCAL_RANK", 0))
     config = gpu_update.model_config(args)
-    torch.manual_seed(0)
-    model_dir = tempfile.mkdtemp()
-    AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).save_pretrained(model_dir)
+    _, model_dir = gpu_update.random_model(args, config)
     batch = gpu_update.synthetic_rollouts(args, config, seed=rank)
-    module = PolicyModule(
-        model_dir,
-        optimizer=lambda params: torch.optim.AdamW(params, lr=1e-6),
-        micro_batch_size=args.micro,
-        dtype="bfloat16",
-        experts_implementation=args.experts_implementation,
-    )
-    times = gpu_update.StepTimes()
-    trainer = L.Trainer(
-        accelerator="auto",
-        devices=devices,
-        strategy="ddp" if devices > 1 else "auto",
-        max_steps=args.steps,
-        use_distributed_sampler=False,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        limit_val_batches=0,
-        callbacks=[times],
-    )
-    trainer.fit(module, datamodule=gpu_update.SyntheticRollouts(batch, args.steps))
+    times, trainer = gpu_update.fit_synthetic(model_dir, batch, args, devices=devices)
     tokens = int(batch.attention_mask.sum())
     totals = trainer.strategy.reduce(torch.tensor(float(tokens), device=trainer.strategy.root_device), reduce_op="sum")
     if trainer.global_rank == 0:

@@ -149,14 +149,27 @@ class StepTimes(L.Callback):
         self.update.append(float(trainer.callback_metrics["time/update"]))
 
 
-def stable_rl_step(
-    model_dir: str, batch: RolloutBatch, args, callbacks=(), mini_batches: int = 1
-) -> tuple[float, float, float]:
-    """Median (pi_old, update) seconds per step of stable-rl's MiniRL step, and peak GPU memory (GB)."""
+def random_model(args, config: Qwen3MoeConfig):
+    """The benchmark's model with seed-0 random weights, bfloat16, and the directory it is saved to."""
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(
+        config, dtype=torch.bfloat16, experts_implementation=args.experts_implementation
+    )
+    model_dir = tempfile.mkdtemp()
+    model.save_pretrained(model_dir)
+    model.generation_config.save_pretrained(model_dir)
+    return model, model_dir
+
+
+def fit_synthetic(
+    model_dir: str, batch: RolloutBatch, args, callbacks=(), mini_batches: int = 1, devices: int = 1
+) -> tuple[StepTimes, L.Trainer]:
+    """``args.steps`` MiniRL steps on ``batch`` (in every process) through Lightning, DDP on several
+    devices; the ``time/`` seconds of every step and the trainer."""
     module = PolicyModule(
         model_dir,
         optimizer=lambda params: torch.optim.AdamW(params, lr=1e-6),
-        mini_batch_size=batch.num_rows // mini_batches,
+        mini_batch_size=batch.num_rows * devices // mini_batches,  # responses over all processes
         micro_batch_size=args.micro,
         dtype="bfloat16",
         logprob_chunk_size=args.chunk,
@@ -166,7 +179,9 @@ def stable_rl_step(
     trainer = L.Trainer(
         max_steps=args.steps * mini_batches,
         accelerator="auto",
-        devices=1,
+        devices=devices,
+        strategy="ddp" if devices > 1 else "auto",
+        use_distributed_sampler=False,  # every process walks the same steps
         logger=False,
         enable_checkpointing=False,
         enable_progress_bar=False,
@@ -175,10 +190,18 @@ def stable_rl_step(
         limit_val_batches=0,
         callbacks=[times, *callbacks],
     )
-    reset_peak()
     trainer.fit(module, datamodule=SyntheticRollouts(batch, args.steps))
+    return times, trainer
+
+
+def stable_rl_step(
+    model_dir: str, batch: RolloutBatch, args, callbacks=(), mini_batches: int = 1
+) -> tuple[float, float, float]:
+    """Median (pi_old, update) seconds per step of stable-rl's MiniRL step, and peak GPU memory (GB)."""
+    reset_peak()
+    times, trainer = fit_synthetic(model_dir, batch, args, callbacks, mini_batches)
     peak = peak_gb()
-    del module, trainer
+    del trainer
     free()
     return statistics.median(times.pi_old[1:]), statistics.median(times.update[1:]), peak
 
@@ -327,14 +350,8 @@ def main() -> None:
     )
 
     config = model_config(args)
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(
-        config, dtype=torch.bfloat16, experts_implementation=args.experts_implementation
-    )
+    model, model_dir = random_model(args, config)
     total, active = parameter_counts(model, config)
-    model_dir = tempfile.mkdtemp()
-    model.save_pretrained(model_dir)
-    model.generation_config.save_pretrained(model_dir)
     batch = synthetic_rollouts(args, config)
     lengths = batch.attention_mask.sum(-1).tolist()
     tokens, flops = sum(lengths), model_flops(active, config, lengths)
