@@ -35,8 +35,13 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         except BaseException:
             Path(staging).unlink(missing_ok=True)
             raise
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        fsync(path.parent)
+
+
+def fsync(path: Path) -> None:
+    """Flush a file's data, or a directory's entries (a rename in it), to disk."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

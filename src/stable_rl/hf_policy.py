@@ -1,18 +1,24 @@
 """The base of every stable-rl LightningModule: an HF causal LM and its optimizer, from YAML."""
 
+from collections.abc import Iterator
+
 import lightning as L
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
+from torch.distributed.tensor import DTensor
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.rng import rng_states, set_rng_states
 from stable_rl.rollout.engine import Dtype
+from stable_rl.sharding import is_sharded, shard
 
 
 class HFPolicyModule(L.LightningModule):
-    """Holds ``policy``, any HF causal LM (dense or MoE), loaded from ``model_path``.
+    """Holds ``policy``, any HF causal LM (dense or MoE), loaded from ``model_path``; its ``forward`` gives
+    the log-probs of given tokens. Under Lightning's ``ModelParallelStrategy`` the policy is sharded with
+    FSDP2 (``stable_rl.sharding``).
 
     Args:
         model_path: HF model directory (weights, config, tokenizer), e.g. ``data/tiny-qwen3-moe``.
@@ -51,6 +57,8 @@ class HFPolicyModule(L.LightningModule):
                 self.model_path, dtype=getattr(torch, self.dtype_name), **kernels
             )
             self.policy = policy.train()  # from_pretrained returns eval mode; RL models use no dropout
+        if self._device_mesh is not None and not is_sharded(self):  # ModelParallelStrategy
+            shard(self, self.policy, self._device_mesh)
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.policy.parameters())
@@ -70,10 +78,18 @@ class HFPolicyModule(L.LightningModule):
         if "rng_states" in checkpoint and fitting:  # validating or testing a checkpoint leaves the RNG alone
             set_rng_states(checkpoint["rng_states"])
 
+    def full_weights(self) -> Iterator[tuple[str, Tensor]]:
+        """The policy's weights by HF name, whole, one at a time: a sharded (FSDP2) weight is gathered from
+        all processes when it is reached, so no more than one gathered weight exists at a time. The gathers
+        are collectives: every process must consume the whole stream, in order, at the same time."""
+        for name, weight in self.policy.state_dict().items():
+            yield name, weight.full_tensor() if isinstance(weight, DTensor) else weight
+
     def _check_same_model(self, checkpoint: dict) -> None:
         """Refuse a checkpoint of another architecture with its origin and the fix (Lightning's own
-        error is a long list of missing keys and size mismatches)."""
-        if self.policy is None:
+        error is a long list of missing keys and size mismatches). Sharded strategies load the weights
+        themselves, before this hook, and leave no ``state_dict`` to compare."""
+        if self.policy is None or "state_dict" not in checkpoint:
             return
         theirs = {k.removeprefix("policy."): tuple(v.shape) for k, v in checkpoint["state_dict"].items()}
         mine = {k: tuple(v.shape) for k, v in self.policy.state_dict().items()}
@@ -88,16 +104,17 @@ class HFPolicyModule(L.LightningModule):
                 "start a new run"
             )
 
-    def logprobs(
+    def forward(
         self,
         input_ids: Tensor,
         attention_mask: Tensor,
         response_mask: Tensor,
         temperature: float = 1.0,
         entropy: bool = True,
-    ):
+    ) -> tuple[Tensor, Tensor | None]:
         """Position-aligned log pi and entropy (None with ``entropy=False``), [M, L] each (see
-        ``sequence_logprobs``)."""
+        ``sequence_logprobs``). Call the module (``self(...)``), not this method: under FSDP2 the call
+        gathers the unsharded weights (embeddings, final norm, LM head) around it."""
         return sequence_logprobs(
             self.policy, input_ids, attention_mask, response_mask, temperature, self.logprob_chunk_size, entropy
         )

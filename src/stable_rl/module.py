@@ -21,9 +21,10 @@ from contextlib import ExitStack, contextmanager, nullcontext
 
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
-from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy, ModelParallelStrategy
+from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
+from torch.distributed.tensor import DTensor
 
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.health import PARTS, health_metrics
@@ -34,7 +35,7 @@ from stable_rl.rollout import EvalBatch, RolloutBatch
 from stable_rl.timing import timed
 
 PROGRESS_BAR = ("reward", "kl", "entropy")
-SHARDED_STRATEGIES = (FSDPStrategy, ModelParallelStrategy, DeepSpeedStrategy)
+UNSUPPORTED_STRATEGIES = (FSDPStrategy, DeepSpeedStrategy)  # FSDP2 runs through ModelParallelStrategy
 
 
 class PolicyModule(HFPolicyModule):
@@ -97,16 +98,16 @@ class PolicyModule(HFPolicyModule):
     def batch_logprobs(self, batch: RolloutBatch, entropy: bool = True) -> tuple[Tensor, Tensor | None]:
         """Position-aligned log pi and entropy (None with ``entropy=False``), [M, L] each, at the batch's
         sampling temperature."""
-        return self.logprobs(batch.input_ids, batch.attention_mask, batch.response_mask, batch.temperature, entropy)
+        return self(batch.input_ids, batch.attention_mask, batch.response_mask, batch.temperature, entropy)
 
     def setup(self, stage: str) -> None:
-        """Refuse a strategy that shards the weights, before it wraps the model."""
+        """Refuse FSDP1 and DeepSpeed, before they wrap the model."""
         strategy = self.trainer.strategy
-        if isinstance(strategy, SHARDED_STRATEGIES):
+        if isinstance(strategy, UNSUPPORTED_STRATEGIES):
             raise ValueError(
-                f"trainer.strategy {type(strategy).__name__} shards the policy's weights, which stable-rl does not "
-                "support yet (the log-prob head, gradient norm and engine weight sync read whole weights): use "
-                "trainer.strategy=ddp, which replicates the model on every device"
+                f"trainer.strategy {type(strategy).__name__} is not supported (it wraps the policy, whose log-prob "
+                "head and engine weight sync stable-rl reads): use stable_rl.strategies.FSDP2Strategy to shard the "
+                "weights (FSDP2), or ddp to replicate them"
             )
 
     def on_fit_start(self) -> None:
@@ -241,7 +242,8 @@ class PolicyModule(HFPolicyModule):
         return self.trainer.strategy.reduce(normalizer, reduce_op="mean")  # sum / processes; as is with one
 
     def _gradient_sync(self, last: bool):
-        """Data-parallel: gradients are all-reduced once per update, on its last micro-batch."""
+        """DDP: gradients are all-reduced once per update, on its last micro-batch. FSDP2 has no ``no_sync``:
+        it reduce-scatters each micro-batch's gradient, so no process ever holds a whole gradient."""
         model = self.trainer.strategy.model if self._trainer is not None else None
         if last or not hasattr(model, "no_sync"):
             return nullcontext()
@@ -326,8 +328,9 @@ class PolicyModule(HFPolicyModule):
         self.step_metrics.max("health/seq_linearisation_gap_max", gaps)
 
     def _grad_norm(self) -> Tensor:
-        grads = [p.grad for p in self.policy.parameters() if p.grad is not None]
-        return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        """The L2 norm of the whole gradient (of all shards, under FSDP2)."""
+        norm = torch.nn.utils.get_total_norm([p.grad for p in self.policy.parameters() if p.grad is not None])
+        return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
     def validation_step(self, batch: EvalBatch, batch_idx: int, dataloader_idx: int = 0) -> None:
         n = batch.rewards.shape[-1]

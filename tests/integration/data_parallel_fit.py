@@ -1,7 +1,8 @@
-"""One fit of PolicyModule on a fixed global batch by 1 or more processes (DDP over gloo on CPUs, NCCL
-on GPUs), each holding its share of every mini-batch; rank 0 saves the final weights and metrics.
+"""One fit of PolicyModule on a fixed global batch by 1 or more processes (DDP or FSDP2, over gloo on CPUs,
+NCCL on GPUs), each holding its share of every mini-batch; rank 0 saves the final weights and metrics.
 
-    python tests/integration/data_parallel_fit.py MODEL_PATH OUT.pt --devices 2 [--replay R3] [--mini 8] [--objective CISPO]
+    python tests/integration/data_parallel_fit.py MODEL_PATH OUT.pt --devices 2 [--strategy fsdp2] [--replay R3] [--mini 8]
+        [--objective CISPO]
 
 Run by ``test_data_parallel.py`` (Lightning relaunches this script for ranks >= 1).
 """
@@ -21,6 +22,7 @@ from stable_rl import objectives
 from stable_rl.callbacks import RoutingReplay
 from stable_rl.module import PolicyModule
 from stable_rl.rollout import HFEngine, RolloutBatch, Sample
+from stable_rl.strategies import FSDP2Strategy
 
 PROMPTS, GROUP, STEPS = 4, 4, 2
 
@@ -74,6 +76,7 @@ def main() -> None:
     parser.add_argument("--objective", choices=["MiniRL", "CISPO"], default="MiniRL")
     parser.add_argument("--accelerator", choices=["cpu", "gpu"], default="cpu", help="gpu: NCCL instead of gloo")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    parser.add_argument("--strategy", choices=["ddp", "fsdp2"], default="ddp", help="with --devices > 1")
     args = parser.parse_args()
     torch.manual_seed(0)
     module = PolicyModule(
@@ -86,7 +89,8 @@ def main() -> None:
         experts_implementation="eager",
     )
     backend = "gloo" if args.accelerator == "cpu" else "nccl"
-    strategy = DDPStrategy(process_group_backend=backend) if args.devices > 1 else "auto"
+    strategies = {"ddp": DDPStrategy, "fsdp2": FSDP2Strategy}
+    strategy = strategies[args.strategy](process_group_backend=backend) if args.devices > 1 else "auto"
     trainer = L.Trainer(
         accelerator=args.accelerator,
         devices=args.devices,
@@ -100,10 +104,12 @@ def main() -> None:
         callbacks=[RoutingReplay(args.replay, diagnostics=True)] if args.replay else [],
     )
     trainer.fit(module, datamodule=Shards(global_batch(args.model_path), args.mini))
+    weights = {name: value.cpu() for name, value in module.full_weights()}  # gathered by every process
     if trainer.global_rank == 0:
         metrics = {k: float(v) for k, v in trainer.logged_metrics.items()}
-        weights = {name: value.cpu() for name, value in module.policy.state_dict().items()}
-        torch.save({"weights": weights, "metrics": metrics}, args.out)
+        held = sum(getattr(p, "_local_tensor", p).numel() for p in module.policy.parameters())  # this process's
+        share = held / sum(p.numel() for p in module.policy.parameters())
+        torch.save({"weights": weights, "metrics": metrics, "share": share}, args.out)
 
 
 if __name__ == "__main__":

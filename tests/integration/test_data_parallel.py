@@ -1,6 +1,6 @@
-"""Data-parallel training (Lightning DDP, gloo, 2 CPU processes) makes the same updates as one
+"""Data-parallel training (Lightning DDP or FSDP2, gloo, 2 CPU processes) makes the same updates as one
 process on the same global batch: the normalising constant, the gradient average and the metrics are
-global, each process holds its share of every mini-batch."""
+global, each process holds its share of every mini-batch (and, with FSDP2, half of the weights)."""
 
 import csv
 import os
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 from transformers import AutoModelForCausalLM
 
 SCRIPT = Path(__file__).with_name("data_parallel_fit.py")
@@ -26,14 +27,16 @@ def fit(tiny_model_path, tmp_path, devices: int, *extra: str) -> dict:
     return torch.load(out, weights_only=True)
 
 
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp2"])
 @pytest.mark.parametrize(
     "extra",
     [(), ("--mini", "8"), ("--replay", "R3"), ("--replay", "R2", "--mini", "8"), ("--objective", "CISPO")],
     ids=["on-policy", "two-mini-batches", "R3", "R2-two-mini-batches", "CISPO-per-token"],
 )
-def test_two_processes_make_the_updates_of_one(tiny_model_path, tmp_path, extra):
+def test_two_processes_make_the_updates_of_one(tiny_model_path, tmp_path, extra, strategy):
     one = fit(tiny_model_path, tmp_path, 1, *extra)
-    two = fit(tiny_model_path, tmp_path, 2, *extra)
+    two = fit(tiny_model_path, tmp_path, 2, "--strategy", strategy, *extra)
+    assert two["share"] == pytest.approx(0.5 if strategy == "fsdp2" else 1.0, abs=0.01)  # rank 0's part of the weights
     start = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).state_dict()
     moved = [name for name, weight in one["weights"].items() if not torch.equal(weight, start[name])]
     assert len(moved) > len(start) // 2  # the updates did change the model
@@ -45,22 +48,54 @@ def test_two_processes_make_the_updates_of_one(tiny_model_path, tmp_path, extra)
         assert one["metrics"]["train/routing/update_agreement"] == two["metrics"]["train/routing/update_agreement"]
 
 
-@pytest.mark.vllm
-def test_the_quickstart_trains_with_two_processes_each_with_its_vllm_engine(tmp_path):
-    """End to end: 2 CPU processes (DDP, gloo), each rolling out its 8 prompts with its own in-process
-    vLLM engine; the run finishes (a rank-0-only collective once hung it at the end) and writes one
-    report and the log of both steps."""
+def quickstart(save_dir: Path, strategy: str, *extra: str) -> Path:
+    """The quickstart on 2 CPU processes, each rolling out its 8 prompts with its own in-process vLLM
+    engine; returns the run's directory."""
     command = [
         *(sys.executable, "-m", "stable_rl.cli", "fit", "--config=recipes/quickstart.yaml"),
-        *("--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu", "--trainer.max_steps=2"),
+        *(strategy, "--trainer.devices=2", "--trainer.accelerator=cpu", *extra),
         *("--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false"),
-        f"--trainer.logger.init_args.save_dir={tmp_path}",
+        f"--trainer.logger.init_args.save_dir={save_dir}",
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    (run,) = (tmp_path / "quickstart").iterdir()
-    assert (run / "report.png").is_file()
+    return max((save_dir / "quickstart").iterdir())  # the latest version
+
+
+def train_rows(run: Path) -> dict[str, dict[str, str]]:
     with open(run / "metrics.csv") as f:
-        steps = [row["step"] for row in csv.DictReader(f) if row.get("train/reward")]
-    assert steps == ["0", "1"]
+        return {row["step"]: row for row in csv.DictReader(f) if row.get("train/reward")}
+
+
+@pytest.mark.vllm
+def test_the_quickstart_trains_with_two_processes_each_with_its_vllm_engine(tmp_path):
+    """End to end with DDP: the run finishes (a rank-0-only collective once hung it at the end) and
+    writes one report and the log of both steps."""
+    run = quickstart(tmp_path, "--trainer.strategy=ddp", "--trainer.max_steps=2")
+    assert (run / "report.png").is_file()
+    assert list(train_rows(run)) == ["0", "1"]
+
+
+@pytest.mark.vllm
+def test_fsdp2_quickstart_resumes_exactly_from_its_sharded_checkpoint(tmp_path):
+    """FSDP2 (weights, gradients and optimizer state sharded over 2 processes): a run stopped by max_steps
+    after 2 steps and resumed from its sharded ``last.ckpt`` (one shard file per process) logs the third
+    step exactly as a run of 3 steps, and ends with the same weights."""
+    fsdp2 = "--trainer.strategy.class_path=stable_rl.strategies.FSDP2Strategy"
+    whole = quickstart(tmp_path / "whole", fsdp2, "--trainer.max_steps=3")
+    stopped = quickstart(tmp_path / "resumed", fsdp2, "--trainer.max_steps=2")
+    checkpoint = stopped / "checkpoints" / "last.ckpt"
+    assert sorted(p.name for p in checkpoint.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp", "meta.pt"]
+    resumed = quickstart(tmp_path / "resumed", fsdp2, "--trainer.max_steps=3", f"--ckpt_path={checkpoint}")
+    assert list(train_rows(resumed)) == ["2"]
+    for name in ("train/reward", "train/loss", "train/grad_norm", "train/entropy", "train/kl_k3"):
+        assert train_rows(resumed)["2"][name] == train_rows(whole)["2"][name], name
+    weights = []
+    for run in (whole, resumed):
+        dcp_to_torch_save(run / "checkpoints" / "last.ckpt", run / "full.pt")
+        weights.append(torch.load(run / "full.pt", weights_only=True)["state_dict"])
+    assert weights[0].keys() == weights[1].keys() and len(weights[0]) > 40
+    for name, weight in weights[0].items():
+        assert torch.equal(weights[1][name], weight), name
+    assert not list((resumed / "checkpoints").glob(".*"))  # no staging directory left

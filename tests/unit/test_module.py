@@ -269,13 +269,12 @@ def test_the_first_mini_batch_forward_is_its_pi_old_pass(tiny_model_path, mini, 
     assert log.calls == expected
 
 
-def test_a_sharding_strategy_is_refused_with_the_fix(tiny_model_path):
-    from lightning.pytorch.strategies import FSDPStrategy
+@pytest.mark.parametrize("strategy", ["FSDPStrategy", "DeepSpeedStrategy"])
+def test_fsdp1_and_deepspeed_are_refused_with_the_fix(tiny_model_path, strategy):
+    from lightning.pytorch import strategies
 
-    class MyFSDP(FSDPStrategy):
-        pass
-
+    mine = type(f"My{strategy}", (getattr(strategies, strategy),), {})
     module = PolicyModule(tiny_model_path)
-    module._trainer = SimpleNamespace(strategy=MyFSDP.__new__(MyFSDP))
-    with pytest.raises(ValueError, match=r"MyFSDP shards the policy's weights.*use trainer.strategy=ddp"):
+    module._trainer = SimpleNamespace(strategy=mine.__new__(mine))
+    with pytest.raises(ValueError, match=rf"My{strategy} is not supported .* use stable_rl.strategies.FSDP2Strategy"):
         module.setup("fit")

@@ -62,6 +62,27 @@ def test_set_epoch_starts_that_epoch_from_its_first_batch():
     assert [first, *fresh] == whole[2]
 
 
+def test_a_resume_from_a_max_steps_stop_goes_on_with_the_unfinished_epoch():
+    """A run stopped by max_steps after 2 of 3 batches: Lightning counts its epoch as complete and, resumed
+    from that checkpoint, starts its epoch 1 with set_epoch(1); the third batch of epoch 0 still comes
+    next, as in a run that never stopped, and later resumes keep Lightning's count one ahead."""
+    whole = list(itertools.chain.from_iterable(epochs(PromptBatches(ITEMS, 3, seed=5), 3)))
+    stopped = PromptBatches(ITEMS, 3, seed=5)
+    taken = list(itertools.islice(iter(stopped), 2))
+    resumed = PromptBatches(ITEMS, 3, seed=5)
+    resumed.load_state_dict(stopped.state_dict())
+    for lightning_epoch in (1, 2):
+        resumed.set_epoch(lightning_epoch)
+        taken += list(iter(resumed))
+    resumed.set_epoch(3)
+    taken.append(next(iter(resumed)))
+    again = PromptBatches(ITEMS, 3, seed=5)
+    again.load_state_dict(resumed.state_dict())  # stopped after 1 batch of epoch 2, Lightning in its epoch 3
+    again.set_epoch(3)
+    assert taken + list(iter(again)) == whole
+    assert again.lag == 1
+
+
 def test_processes_take_consecutive_shares_of_every_global_batch():
     whole = epochs(PromptBatches(ITEMS, 4, seed=5), 2)
     shares = [epochs(PromptBatches(ITEMS, 4, seed=5, rank=r, num_replicas=2), 2) for r in (0, 1)]

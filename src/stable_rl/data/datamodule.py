@@ -176,7 +176,7 @@ class RolloutDataModule(L.LightningDataModule):
             longest = max(self.engine.sampling.max_new_tokens, self.eval_sampling.max_new_tokens)
             self.engine.start(self.trainer.lightning_module.model_path, self.max_prompt_tokens + longest)
         step = self.trainer.global_step
-        self.engine.sync(self.trainer.lightning_module.policy.state_dict().items(), version=step)
+        self.engine.sync(self.trainer.lightning_module.full_weights(), version=step)  # all processes at once
         return step
 
     def _rewards(self, problems: list[EncodedProblem], samples, per_problem: int) -> Tensor:

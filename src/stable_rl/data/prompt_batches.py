@@ -41,11 +41,20 @@ class PromptBatches(Generic[T]):
         self.share = [start + rank * share + i for start in range(0, batch_size, block) for i in range(share)]
         self.epoch = 0
         self.consumed = 0  # batches of ``epoch`` already handed out
+        self.lag = 0  # how many epochs Lightning's count is ahead of ``epoch`` (see ``set_epoch``)
         self.sampler = self  # where Lightning looks for ``set_epoch``
 
     def set_epoch(self, epoch: int) -> None:
-        """Lightning, at every epoch start: a new epoch starts from its first batch."""
-        if epoch != self.epoch:
+        """Lightning, at every epoch start: a new epoch starts from its first batch.
+
+        Lightning counts an epoch that ``max_steps`` ended as complete, so a run resumed from the checkpoint
+        written at that stop (e.g. ``last.ckpt``, to train on) starts Lightning's next epoch while this
+        epoch's problems are not used up: they go on, as in a run that never stopped, and Lightning's count
+        stays one ahead (``lag``)."""
+        epoch -= self.lag
+        if epoch == self.epoch + 1 and 0 < self.consumed < len(self):
+            self.lag += 1
+        elif epoch != self.epoch:
             self.epoch, self.consumed = epoch, 0
 
     def __len__(self) -> int:
@@ -72,7 +81,7 @@ class PromptBatches(Generic[T]):
             yield [self.items[batch[i]] for i in self.share]
 
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "consumed": self.consumed, **self._identity()}
+        return {"epoch": self.epoch, "consumed": self.consumed, "lag": self.lag, **self._identity()}
 
     def _identity(self) -> dict[str, int]:
         return {"seed": self.seed, "size": len(self.items), "batch_size": self.batch_size}
@@ -85,4 +94,4 @@ class PromptBatches(Generic[T]):
                 f"the checkpoint's training prompts ({theirs}) are not this run's ({mine}): resume with the "
                 "data settings (prompts, prompts_per_step, data.seed / seed_everything) the checkpoint was trained with"
             )
-        self.epoch, self.consumed = state["epoch"], state["consumed"]
+        self.epoch, self.consumed, self.lag = state["epoch"], state["consumed"], state.get("lag", 0)

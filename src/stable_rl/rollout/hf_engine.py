@@ -73,8 +73,17 @@ class HFEngine(RolloutEngine):
             **ids,
         )
 
+    @torch.no_grad()
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
-        self.model.load_state_dict(dict(named_tensors), strict=True)
+        """Copy each weight in as it comes (a stream gathered from shards is never held whole)."""
+        own, loaded = self.model.state_dict(), set()
+        for name, tensor in named_tensors:
+            if name not in own:
+                raise KeyError(f"weight {name!r} is not in the engine's model {type(self.model).__name__}")
+            own[name].copy_(tensor)
+            loaded.add(name)
+        if missing := sorted(own.keys() - loaded):
+            raise KeyError(f"{len(missing)} of the engine's weights were not synced, e.g. {missing[:3]}")
         if self.fp8:
             quantize_weights_(self.model)
 

@@ -9,7 +9,7 @@ class SFTModule(HFPolicyModule):
     of the response tokens. Args as in ``HFPolicyModule``."""
 
     def _loss(self, batch: TokenBatch):
-        logprobs, _ = self.logprobs(batch.input_ids, batch.attention_mask, batch.response_mask, entropy=False)
+        logprobs, _ = self(batch.input_ids, batch.attention_mask, batch.response_mask, entropy=False)
         return -logprobs.sum() / batch.response_mask.sum()
 
     def training_step(self, batch: TokenBatch, batch_idx: int):

@@ -1,0 +1,68 @@
+"""FSDP2Strategy: Lightning's ModelParallelStrategy as plain FSDP2 data parallelism, with atomic checkpoints."""
+
+import shutil
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from lightning.fabric.plugins.collectives.torch_collective import default_pg_timeout
+from lightning.fabric.utilities.load import _METADATA_FILENAME
+from lightning.pytorch.strategies import ModelParallelStrategy
+
+from stable_rl.checkpoint_io import fsync
+
+
+class FSDP2Strategy(ModelParallelStrategy):
+    """Every process is a data-parallel one (``data_parallel_size`` = devices x nodes, no tensor
+    parallelism): the policy's weights, gradients and optimizer state are sharded over all of them with
+    FSDP2 (``stable_rl.sharding``), each process rolls out its share of the prompts with its own engine.
+
+    Args:
+        save_distributed_checkpoint: True: a checkpoint is a directory with one shard file per process,
+            written beside the target (``.<name>.partial``) and renamed over it, so a process killed
+            mid-save leaves the previous checkpoint whole. False: full weights and optimizer state are
+            gathered into one file on rank 0, saved by the trainer's ``CheckpointIO`` (atomic by default).
+        process_group_backend, timeout: as in ``ModelParallelStrategy``.
+    """
+
+    def __init__(
+        self,
+        save_distributed_checkpoint: bool = True,
+        process_group_backend: str | None = None,
+        timeout: timedelta | None = default_pg_timeout,
+    ) -> None:
+        super().__init__("auto", 1, save_distributed_checkpoint, process_group_backend, timeout)
+
+    def setup_environment(self) -> None:
+        self._data_parallel_size = self.num_nodes * self.num_processes
+        super().setup_environment()
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], filepath, storage_options: Any | None = None) -> None:
+        if not self._save_distributed_checkpoint:
+            return super().save_checkpoint(checkpoint, filepath, storage_options)
+        target = Path(str(self.broadcast(filepath)).removeprefix("file://"))
+        staging = target.with_name(f".{target.name}.partial")
+        if self.global_rank == 0:
+            shutil.rmtree(staging, ignore_errors=True)  # left by a kill mid-save
+        self.barrier()
+        super().save_checkpoint(checkpoint, staging, storage_options)  # shards fsynced by torch's writer
+        self.barrier()
+        if self.global_rank == 0:
+            fsync(staging / _METADATA_FILENAME)
+            _replace_directory(staging, target)
+        self.barrier()
+
+
+def _replace_directory(source: Path, target: Path) -> None:
+    """Rename ``source`` to ``target``, replacing a checkpoint there (a directory, or a file of a run
+    saved without sharding): the old one is renamed aside first and removed after."""
+    old = target.with_name(f".{target.name}.old")
+    if target.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        target.rename(old)
+    source.rename(target)
+    fsync(target.parent)
+    if old.is_dir():
+        shutil.rmtree(old)
+    else:
+        old.unlink(missing_ok=True)
