@@ -31,6 +31,7 @@ from transformers import AutoModelForCausalLM, Qwen3MoeConfig
 from stable_rl.callbacks import RoutingReplay
 from stable_rl.logprobs import token_logprobs_and_entropy
 from stable_rl.module import PolicyModule
+from stable_rl.strategies import FSDP2Strategy
 from stable_rl.rollout import HFEngine, RolloutBatch
 from stable_rl.rollout.engine import Sample
 
@@ -162,10 +163,16 @@ def random_model(args, config: Qwen3MoeConfig):
 
 
 def fit_synthetic(
-    model_dir: str, batch: RolloutBatch, args, callbacks=(), mini_batches: int = 1, devices: int = 1
+    model_dir: str,
+    batch: RolloutBatch,
+    args,
+    callbacks=(),
+    mini_batches: int = 1,
+    devices: int = 1,
+    strategy: str = "ddp",
 ) -> tuple[StepTimes, L.Trainer]:
-    """``args.steps`` MiniRL steps on ``batch`` (in every process) through Lightning, DDP on several
-    devices; the ``time/`` seconds of every step and the trainer."""
+    """``args.steps`` MiniRL steps on ``batch`` (in every process) through Lightning, with ``strategy``
+    ("ddp" or "fsdp2") on several devices; the ``time/`` seconds of every step and the trainer."""
     module = PolicyModule(
         model_dir,
         optimizer=lambda params: torch.optim.AdamW(params, lr=1e-6),
@@ -180,7 +187,7 @@ def fit_synthetic(
         max_steps=args.steps * mini_batches,
         accelerator="auto",
         devices=devices,
-        strategy="ddp" if devices > 1 else "auto",
+        strategy=(FSDP2Strategy() if strategy == "fsdp2" else "ddp") if devices > 1 else "auto",
         use_distributed_sampler=False,  # every process walks the same steps
         logger=False,
         enable_checkpointing=False,
