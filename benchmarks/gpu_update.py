@@ -31,9 +31,9 @@ from transformers import AutoModelForCausalLM, Qwen3MoeConfig
 from stable_rl.callbacks import RoutingReplay
 from stable_rl.logprobs import token_logprobs_and_entropy
 from stable_rl.module import PolicyModule
-from stable_rl.strategies import FSDP2Strategy
 from stable_rl.rollout import HFEngine, RolloutBatch
 from stable_rl.rollout.engine import Sample
+from stable_rl.strategies import FSDP2Strategy
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}  # dense bf16 tensor-core FLOP/s (SXM)
 

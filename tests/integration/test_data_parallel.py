@@ -48,12 +48,14 @@ def test_two_processes_make_the_updates_of_one(tiny_model_path, tmp_path, extra,
         assert one["metrics"]["train/routing/update_agreement"] == two["metrics"]["train/routing/update_agreement"]
 
 
-def quickstart(save_dir: Path, strategy: str, *extra: str) -> Path:
-    """The quickstart on 2 CPU processes, each rolling out its 8 prompts with its own in-process vLLM
-    engine; returns the run's directory."""
+def quickstart(save_dir: Path, strategy: str | None, *extra: str) -> Path:
+    """The quickstart on 2 CPU processes with ``strategy`` (each rolling out its 8 prompts with its own
+    in-process vLLM engine unless they share one), or on one process (``strategy`` None); returns the
+    run's directory."""
+    processes = ["--trainer.devices=1"] if strategy is None else [strategy, "--trainer.devices=2"]
     command = [
         *(sys.executable, "-m", "stable_rl.cli", "fit", "--config=recipes/quickstart.yaml"),
-        *(strategy, "--trainer.devices=2", "--trainer.accelerator=cpu", *extra),
+        *(*processes, "--trainer.accelerator=cpu", *extra),
         *("--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false"),
         f"--trainer.logger.init_args.save_dir={save_dir}",
     ]
@@ -99,3 +101,24 @@ def test_fsdp2_quickstart_resumes_exactly_from_its_sharded_checkpoint(tmp_path):
     for name, weight in weights[0].items():
         assert torch.equal(weights[1][name], weight), name
     assert not list((resumed / "checkpoints").glob(".*"))  # no staging directory left
+
+
+@pytest.mark.vllm
+def test_two_fsdp2_processes_sharing_a_tensor_parallel_vllm_engine_train_as_one_process(tmp_path):
+    """vLLM tensor parallelism inside a data-parallel run: 2 FSDP2 processes share one vLLM engine of
+    tensor_parallel_size 2 (each process a TP worker holding half of its weights, vLLM's external
+    launcher), which samples all 16 prompts; each process trains on its 8. With R3 (routes captured in
+    each worker), 2 steps (a weight sync into the sharded engine between them) log what one process with
+    its own engine logs: the same samples (equal rewards) and the same update to float32 rounding."""
+    r3 = ["--trainer.callbacks+=stable_rl.callbacks.RoutingReplay", "--trainer.callbacks.mode=R3"]
+    steps = ["--trainer.max_steps=2", *r3]
+    one = train_rows(quickstart(tmp_path / "one", None, *steps))
+    fsdp2 = "--trainer.strategy.class_path=stable_rl.strategies.FSDP2Strategy"
+    tp = "--data.init_args.engine.init_args.tensor_parallel_size=2"
+    two = train_rows(quickstart(tmp_path / "two", fsdp2, tp, *steps))
+    assert list(one) == list(two) == ["0", "1"]
+    for step in one:
+        assert two[step]["train/reward"] == one[step]["train/reward"], step
+        assert two[step]["train/routing/update_agreement"] == one[step]["train/routing/update_agreement"] == "1.0"
+        for name in ("train/loss", "train/grad_norm", "train/entropy", "train/response_length"):
+            assert float(two[step][name]) == pytest.approx(float(one[step][name]), rel=1e-5), (step, name)

@@ -6,13 +6,13 @@ import lightning as L
 import pytest
 
 from stable_rl.data import ReasoningGymPrompts, RolloutDataModule
-from stable_rl.rollout import HFEngine
+from stable_rl.rollout import HFEngine, VLLMEngine
 
 
 def data_module(tiny_model_path, **kwargs) -> RolloutDataModule:
     data = RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=8, seed=3), prompts_per_step=2, **kwargs)
     data.trainer = SimpleNamespace(
-        lightning_module=SimpleNamespace(model_path=tiny_model_path), global_rank=0, world_size=1
+        lightning_module=SimpleNamespace(model_path=tiny_model_path), global_rank=0, local_rank=0, world_size=1
     )
     return data
 
@@ -56,7 +56,7 @@ def test_a_group_of_one_is_refused_when_configured():
 def test_fewer_problems_than_a_step_needs_is_refused(tiny_model_path):
     data = RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=3, seed=3), engine=HFEngine(), prompts_per_step=4)
     data.trainer = SimpleNamespace(
-        lightning_module=SimpleNamespace(model_path=tiny_model_path), global_rank=0, world_size=1
+        lightning_module=SimpleNamespace(model_path=tiny_model_path), global_rank=0, local_rank=0, world_size=1
     )
     with pytest.raises(
         ValueError, match=r"3 problems is fewer than data.prompts_per_step=4: .* lower prompts_per_step"
@@ -73,7 +73,10 @@ def test_each_process_rolls_out_its_share_from_its_own_seed_stream(tiny_model_pa
     for rank in (0, 1):
         data = data_module(tiny_model_path, engine=HFEngine())
         data.trainer = SimpleNamespace(
-            lightning_module=SimpleNamespace(model_path=tiny_model_path), global_rank=rank, world_size=2
+            lightning_module=SimpleNamespace(model_path=tiny_model_path),
+            global_rank=rank,
+            local_rank=rank,
+            world_size=2,
         )
         data.setup("fit")
         shares += [p.prompt_ids for p in next(iter(data.train_dataloader()))]
@@ -87,7 +90,10 @@ def test_a_seed_set_by_hand_still_differs_between_processes(tiny_model_path):
     for rank in (0, 1):
         data = data_module(tiny_model_path, engine=HFEngine(seed=3))
         data.trainer = SimpleNamespace(
-            lightning_module=SimpleNamespace(model_path=tiny_model_path), global_rank=rank, world_size=2
+            lightning_module=SimpleNamespace(model_path=tiny_model_path),
+            global_rank=rank,
+            local_rank=rank,
+            world_size=2,
         )
         data.setup("fit")
         seeds.append((data.engine.seed, data.engine.base_seed, data.engine.request_seed(5, 0, 8)))
@@ -97,9 +103,41 @@ def test_a_seed_set_by_hand_still_differs_between_processes(tiny_model_path):
 def test_a_mini_batch_the_processes_cannot_share_in_whole_groups_names_the_fix(tiny_model_path):
     data = data_module(tiny_model_path, engine=HFEngine(), group_size=4)
     module = SimpleNamespace(model_path=tiny_model_path, mini_batch_size=4)  # one group per update
-    data.trainer = SimpleNamespace(lightning_module=module, global_rank=0, world_size=2)
+    data.trainer = SimpleNamespace(lightning_module=module, global_rank=0, local_rank=0, world_size=2)
     data.setup("fit")
     with pytest.raises(
         ValueError, match=r"mini_batch_size=4 responses cannot be shared by 2 processes .* multiple of 8"
     ):
         data.train_dataloader()
+
+
+def test_processes_sharing_a_tensor_parallel_engine_keep_their_own_share_of_its_rollout(tiny_model_path):
+    """4 processes, vLLM engines of tensor_parallel_size 2 (processes 0-1 share one, 2-3 the other), N = 2
+    mini-batches: an engine samples its pair's problems with one seed stream, and each process keeps
+    the problems (and their G samples) it would have drawn with an engine of its own."""
+    module = SimpleNamespace(model_path=tiny_model_path, mini_batch_size=8)  # 4 prompts x 2 responses
+    kept, expected, seeds = [], [], []
+    for rank in range(4):
+        for engine in (VLLMEngine(tensor_parallel_size=2), HFEngine()):
+            data = data_module(tiny_model_path, engine=engine, group_size=2)
+            data.prompts_per_step = 8
+            data.trainer = SimpleNamespace(lightning_module=module, global_rank=rank, local_rank=rank, world_size=4)
+            data.setup("fit")
+            problems = next(iter(data.train_dataloader()))
+            if isinstance(engine, HFEngine):
+                expected.append([p.prompt_ids for p in problems])
+                continue
+            seeds.append(engine.base_seed)
+            assert len(problems) == 4  # the pair's share: 2 of each mini-batch's 4 prompts
+            samples = [f"{i}.{j}" for i in range(4) for j in range(2)]  # 2 samples per problem
+            own, own_samples = data._own_part(problems, samples)
+            kept.append([p.prompt_ids for p in own])
+            member = rank % 2
+            assert own_samples == [f"{i}.{j}" for i in (member, 2 + member) for j in range(2)]
+    assert kept == expected
+    assert seeds[0] == seeds[1] != seeds[2] == seeds[3]
+
+
+def test_processes_that_cannot_share_tensor_parallel_engines_are_refused():
+    with pytest.raises(ValueError, match=r"3 data-parallel processes cannot share engines of tensor_parallel_size=2"):
+        VLLMEngine(tensor_parallel_size=2).place(0, 0, 3)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import lightning as L
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, DistributedSampler
 from transformers import AutoTokenizer
 
 from stable_rl.data.prompt_batches import PromptBatches
@@ -102,7 +102,8 @@ class RolloutDataModule(L.LightningDataModule):
             self.seed = int(os.environ.get("PL_GLOBAL_SEED", 0))  # set by seed_everything
         if self.engine.seed is None:
             self.engine.seed = self.seed
-        self.engine.rank = self.trainer.global_rank  # each process samples from its own seed stream
+        trainer = self.trainer
+        self.engine.place(trainer.global_rank, trainer.local_rank, trainer.world_size)  # its seed stream
         if not self.problems:
             self._load_problems(self.trainer.lightning_module.model_path)
 
@@ -135,10 +136,15 @@ class RolloutDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> PromptBatches[EncodedProblem]:
         """Problems only (rollouts happen in ``on_before_batch_transfer``), resumable mid-epoch; each
-        process gets its share of every global batch."""
-        world = self.trainer.world_size
+        engine gets its share of every global batch (the shares of the processes sharing it)."""
+        world, shared = self.trainer.world_size, self.engine.processes_per_engine
         return PromptBatches(
-            self.problems, self.prompts_per_step, self.seed, self.trainer.global_rank, world, self._mini_batches(world)
+            self.problems,
+            self.prompts_per_step,
+            self.seed,
+            self.trainer.global_rank // shared,
+            world // shared,
+            self._mini_batches(world),
         )
 
     def _mini_batches(self, processes: int) -> int:
@@ -155,10 +161,16 @@ class RolloutDataModule(L.LightningDataModule):
         return self.global_batch_size // mini
 
     def val_dataloader(self) -> list[DataLoader]:
-        return [
-            DataLoader(problems, batch_size=self.eval_prompts_per_batch, collate_fn=list)
-            for problems in self.eval_problems.values()
-        ]
+        """One per benchmark; processes sharing an engine get the same problems (their results count
+        once per process, which leaves avg@n and pass@k as they are)."""
+        shared, engines = self.engine.processes_per_engine, self.trainer.world_size // self.engine.processes_per_engine
+        loaders = []
+        for problems in self.eval_problems.values():
+            sampler = None
+            if engines * shared > 1:  # Lightning keeps a DistributedSampler given to it
+                sampler = DistributedSampler(problems, engines, self.trainer.global_rank // shared, shuffle=False)
+            loaders.append(DataLoader(problems, self.eval_prompts_per_batch, sampler=sampler, collate_fn=list))
+        return loaders
 
     def on_before_batch_transfer(self, batch, dataloader_idx: int):
         if self.trainer.training:
@@ -202,6 +214,7 @@ class RolloutDataModule(L.LightningDataModule):
             step = self._sync()
         with timed(times, "rollout"):
             samples = self.engine.generate([p.prompt_ids for p in problems], self.group_size, step)
+        problems, samples = self._own_part(problems, samples)
         with timed(times, "reward"):
             rewards = self._rewards(problems, samples, self.group_size)
         batch = RolloutBatch.from_samples(
@@ -214,6 +227,19 @@ class RolloutDataModule(L.LightningDataModule):
         )
         batch.timings = times
         return batch
+
+    def _own_part(self, problems: list[EncodedProblem], samples: list) -> tuple[list[EncodedProblem], list]:
+        """This process's problems and samples of a rollout its engine made for the processes sharing it:
+        its consecutive part of each of the N mini-batches' shares (as ``PromptBatches`` would give it)."""
+        shared = self.engine.processes_per_engine
+        if shared == 1:
+            return problems, samples
+        blocks = self._mini_batches(self.trainer.world_size)
+        block, part = len(problems) // blocks, len(problems) // (blocks * shared)
+        member = self.trainer.global_rank % shared
+        mine = [start + member * part + i for start in range(0, len(problems), block) for i in range(part)]
+        g = self.group_size
+        return [problems[i] for i in mine], [samples[i * g + j] for i in mine for j in range(g)]
 
     def teardown(self, stage: str) -> None:
         self.engine.close()

