@@ -29,6 +29,9 @@ class HFPolicyModule(L.LightningModule):
         experts_implementation: transformers' MoE experts kernel, e.g. "grouped_mm" (one grouped GEMM per
             layer: ~3x the update throughput of "eager" on an H100) or "eager"; None = transformers' default.
         attn_implementation: transformers' attention kernel ("sdpa", "flash_attention_2", ...); None = default.
+        gradient_checkpointing: keep only each decoder layer's input for the backward and recompute the
+            rest there (long responses: activations of every layer would not fit); Routing Replay replays
+            the same routes in the recompute.
     """
 
     def __init__(
@@ -40,8 +43,10 @@ class HFPolicyModule(L.LightningModule):
         logprob_chunk_size: int = 1024,
         experts_implementation: str | None = None,
         attn_implementation: str | None = None,
+        gradient_checkpointing: bool = False,
     ) -> None:
         super().__init__()
+        self.gradient_checkpointing = gradient_checkpointing
         self.model_path = model_path
         self.kernels = {"experts_implementation": experts_implementation, "attn_implementation": attn_implementation}
         self.optimizer_factory = optimizer
@@ -56,6 +61,8 @@ class HFPolicyModule(L.LightningModule):
             policy = AutoModelForCausalLM.from_pretrained(
                 self.model_path, dtype=getattr(torch, self.dtype_name), **kernels
             )
+            if self.gradient_checkpointing:  # non-reentrant: the recompute runs inside the replay hooks too
+                policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             self.policy = policy.train()  # from_pretrained returns eval mode; RL models use no dropout
         if self._device_mesh is not None and not is_sharded(self):  # ModelParallelStrategy
             shard(self, self.policy, self._device_mesh)

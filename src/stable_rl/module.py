@@ -53,7 +53,7 @@ class PolicyModule(HFPolicyModule):
         max_grad_norm: clip the global gradient norm to this before each update; None = no clipping.
         dtype: training precision of the policy weights ("float32", "bfloat16").
         logprob_chunk_size: tokens per chunk of the vocabulary head (bounds float32 logits memory).
-        experts_implementation, attn_implementation: transformers' kernels (see ``HFPolicyModule``).
+        experts_implementation, attn_implementation, gradient_checkpointing: see ``HFPolicyModule``.
         health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
             |log(pi_theta/mu_old)| exceeds this (``stable_rl.health``).
         max_nonfinite_updates: an update whose loss or gradient is NaN/inf is skipped (no weight or
@@ -75,11 +75,19 @@ class PolicyModule(HFPolicyModule):
         logprob_chunk_size: int = 1024,
         experts_implementation: str | None = None,
         attn_implementation: str | None = None,
+        gradient_checkpointing: bool = False,
         health_threshold: float = 0.2,
         max_nonfinite_updates: int = 3,
     ) -> None:
         super().__init__(
-            model_path, optimizer, lr_scheduler, dtype, logprob_chunk_size, experts_implementation, attn_implementation
+            model_path,
+            optimizer,
+            lr_scheduler,
+            dtype,
+            logprob_chunk_size,
+            experts_implementation,
+            attn_implementation,
+            gradient_checkpointing,
         )
         self.health_threshold = health_threshold
         self.save_hyperparameters(ignore=["objective", "optimizer", "lr_scheduler"])

@@ -144,3 +144,30 @@ def test_unused_routes_are_an_error():
 def test_unknown_mode_is_refused():
     with pytest.raises(ValueError, match=r"'R2' .* or 'R3'"):
         RoutingReplay("R4")
+
+
+@pytest.mark.parametrize("replay", [None, "R2", "R3"])
+def test_gradient_checkpointing_makes_the_same_updates_with_and_without_replay(tiny_model_path, replay):
+    """The backward's recompute of each layer routes as its forward did (R2: the router's own choice, R3:
+    the replayed rollout routes), so 2 large updates (N = 2) end at the weights of a run that keeps all
+    activations."""
+    batch = fixed_batch(vocab=2048)
+    if replay == "R3":
+        scores = torch.rand(*batch.input_ids.shape, 4, 8, generator=torch.Generator().manual_seed(1))
+        batch.routes = scores.argsort(-1)[..., :2].to(torch.int16)  # 4 MoE layers, 2 distinct of 8 experts
+    weights = []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        callbacks = {None: [], "R2": [RoutingReplay("R2")], "R3": [HandedRoutesR3()]}[replay]
+        module = PolicyModule(
+            tiny_model_path,
+            optimizer=lambda p: torch.optim.SGD(p, lr=20.0),
+            mini_batch_size=4,
+            gradient_checkpointing=checkpointing,
+        )
+        train_on(batch, module, steps=2, callbacks=callbacks)
+        assert module.policy.is_gradient_checkpointing == checkpointing
+        weights.append(torch.cat([p.detach().flatten() for p in module.policy.parameters()]))
+    start = torch.cat([p.flatten() for p in AutoModelForCausalLM.from_pretrained(tiny_model_path).parameters()])
+    assert (weights[0] - start).abs().max() > 1e-3  # the updates moved the weights
+    torch.testing.assert_close(weights[1], weights[0], rtol=0, atol=1e-6)

@@ -1,0 +1,66 @@
+"""The multi-node recipe (recipes/large/qwen3_30b_a3b.yaml) is not run here: it parses into the real
+objects (on CPU instead of GPUs), and its sizes pass the checks a run makes, on every process, for the
+paper's N = 1, 2, 4, 8."""
+
+import shlex
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from stable_rl.callbacks import RoutingReplay
+from stable_rl.cli import main
+from stable_rl.data.prompt_batches import PromptBatches
+from stable_rl.objectives import MiniRL
+from stable_rl.rollout import VLLMEngine
+from stable_rl.strategies import FSDP2Strategy
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "recipes" / "large" / "qwen3_30b_a3b.yaml"
+
+
+@pytest.fixture
+def in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+
+
+def build(*extra: str):
+    launch = shlex.split(RECIPE.read_text().splitlines()[0].removeprefix("# stable-rl "))
+    assert launch[:2] == ["fit", "--config"] and launch[2] == "recipes/large/qwen3_30b_a3b.yaml"
+    return main([*launch[1:3], "--trainer.accelerator=cpu", *extra], run=False)
+
+
+def test_the_recipe_builds_the_papers_setting(in_repo):
+    cli = build()
+    model, data, trainer = cli.model, cli.datamodule, cli.trainer
+    assert isinstance(trainer.strategy, FSDP2Strategy) and trainer.num_nodes == 4 and trainer.world_size == 32
+    assert isinstance(model.objective, MiniRL) and (model.objective.eps_low, model.objective.eps_high) == (0.2, 0.27)
+    assert model.objective.is_cap == 5.0 and model.dtype_name == "bfloat16" and model.gradient_checkpointing
+    assert [c.mode for c in trainer.callbacks if isinstance(c, RoutingReplay)] == ["R3"]
+    engine = data.engine
+    assert isinstance(engine, VLLMEngine) and engine.quantization == "fp8" and engine.tensor_parallel_size == 2
+    assert (data.prompts_per_step, data.group_size, model.mini_batch_size) == (64, 16, 1024)  # B, G, B x G
+    assert engine.sampling.max_new_tokens == 32768 and data.eval_samples == 32
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8])
+@pytest.mark.parametrize("nodes", [4, 2])
+def test_every_process_gets_whole_groups_and_even_batches_for_each_n(in_repo, n, nodes):
+    cli = build(f"--data.init_args.prompts_per_step={64 * n}", f"--trainer.num_nodes={nodes}")
+    model, data, trainer = cli.model, cli.datamodule, cli.trainer
+    world, engine = trainer.world_size, data.engine
+    global_batch = data.prompts_per_step * data.group_size
+    assert global_batch // model.mini_batch_size == n
+    model._trainer = SimpleNamespace(world_size=world)
+    assert model._sizes(global_batch // world) == (model.mini_batch_size // world, model.micro_batch_size)
+    for process in range(world):
+        engine.place(process, process % trainer.num_devices, world)
+        shared = engine.processes_per_engine
+        assert shared == 2 and process // shared == engine.rank
+        engine_share = PromptBatches(list(range(4096)), data.prompts_per_step, 0, engine.rank, world // shared, n)
+        assert len(engine_share.share) == data.prompts_per_step * shared // world  # then split by whole prompts
+    assert trainer.num_devices % engine.tensor_parallel_size == 0  # a vLLM engine never spans two nodes
+    checkpoints = [c for c in trainer.callbacks if type(c).__name__ == "ModelCheckpoint"]
+    assert all(c._every_n_train_steps % n == 0 for c in checkpoints)  # at global-step boundaries
+    assert trainer.max_steps % n == 0
