@@ -4,6 +4,7 @@ global, each process holds its share of every mini-batch (and, with FSDP2, half 
 
 import csv
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -48,20 +49,37 @@ def test_two_processes_make_the_updates_of_one(tiny_model_path, tmp_path, extra,
         assert one["metrics"]["train/routing/update_agreement"] == two["metrics"]["train/routing/update_agreement"]
 
 
-def quickstart(save_dir: Path, strategy: str | None, *extra: str) -> Path:
+def quickstart(save_dir: Path, strategy: str | None, *extra: str, nodes: int = 1) -> Path:
     """The quickstart on 2 CPU processes with ``strategy`` (each rolling out its 8 prompts with its own
     in-process vLLM engine unless they share one), or on one process (``strategy`` None); returns the
-    run's directory."""
-    processes = ["--trainer.devices=1"] if strategy is None else [strategy, "--trainer.devices=2"]
+    run's directory. ``nodes=2``: the 2 processes are 2 nodes of one process each, started apart as a
+    cluster would start them (NODE_RANK, MASTER_ADDR, MASTER_PORT; Lightning's ``num_nodes``)."""
+    processes = ["--trainer.devices=1"] if strategy is None else [strategy, f"--trainer.devices={2 // nodes}"]
     command = [
         *(sys.executable, "-m", "stable_rl.cli", "fit", "--config=recipes/quickstart.yaml"),
-        *(*processes, "--trainer.accelerator=cpu", *extra),
+        *(*processes, f"--trainer.num_nodes={nodes}", "--trainer.accelerator=cpu", *extra),
         *("--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false"),
         f"--trainer.logger.init_args.save_dir={save_dir}",
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
+    if nodes > 1:
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free.getsockname()[1])}
+    started = [
+        subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env={**env, "NODE_RANK": str(n)},
+        )
+        for n in range(nodes)
+    ]
+    for run in started:
+        _, stderr = run.communicate(timeout=600)
+        assert run.returncode == 0, stderr[-3000:]
     return max((save_dir / "quickstart").iterdir())  # the latest version
 
 
@@ -122,3 +140,16 @@ def test_two_fsdp2_processes_sharing_a_tensor_parallel_vllm_engine_train_as_one_
         assert two[step]["train/routing/update_agreement"] == one[step]["train/routing/update_agreement"] == "1.0"
         for name in ("train/loss", "train/grad_norm", "train/entropy", "train/response_length"):
             assert float(two[step][name]) == pytest.approx(float(one[step][name]), rel=1e-5), (step, name)
+
+
+@pytest.mark.vllm
+def test_two_nodes_of_one_process_train_as_one_node_of_two(tmp_path):
+    """Multi-node as a cluster launches it: each node started apart with its NODE_RANK and the main
+    node's address, Lightning's num_nodes=2 (FSDP2 over both), logs what one node with 2 processes logs."""
+    fsdp2 = "--trainer.strategy.class_path=stable_rl.strategies.FSDP2Strategy"
+    one_node = train_rows(quickstart(tmp_path / "one", fsdp2, "--trainer.max_steps=2"))
+    two_nodes = train_rows(quickstart(tmp_path / "two", fsdp2, "--trainer.max_steps=2", nodes=2))
+    assert list(one_node) == list(two_nodes) == ["0", "1"]
+    for step, row in one_node.items():
+        for name in ("train/reward", "train/loss", "train/grad_norm", "train/entropy"):
+            assert two_nodes[step][name] == row[name], (step, name)
