@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4, help="steps per run (the first is left out)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--strategy", default="ddp", help=argparse.SUPPRESS)
+    parser.add_argument("--strategies", default="one,ddp,fsdp2", help="rows: one (1 GPU), ddp, fsdp2 (N GPUs)")
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args, rest = parser.parse_known_args()  # the rest: gpu_update.py's model and batch sizes
     sizes = gpu_update.parser().parse_args([*rest, "--steps", str(args.steps)])
@@ -52,7 +53,8 @@ def main() -> None:
         run(args.child, args.strategy, args.out, sizes)
         return
     rows = []
-    for devices, strategy in ((1, "one GPU"), (args.devices, "ddp"), (args.devices, "fsdp2")):
+    rows_asked = [(1, "one GPU") if name == "one" else (args.devices, name) for name in args.strategies.split(",")]
+    for devices, strategy in rows_asked:
         out = tempfile.mktemp(suffix=".json")
         command = [sys.executable, __file__, "--child", str(devices), "--strategy", strategy, "--out", out]
         subprocess.run([*command, "--steps", str(args.steps), *rest], check=True)
@@ -62,7 +64,7 @@ def main() -> None:
     print(f"\n{card} x {args.devices}, torch {torch.__version__}\n")
     print("| GPUs | strategy | responses per step | s per step | tokens/s | speed-up | peak GB (rank 0) |")
     print("|---|---|---|---|---|---|---|")
-    base = rows[0]["tokens"] / rows[0]["seconds"]
+    base = rows[0]["tokens"] / rows[0]["seconds"]  # speed-ups relative to the first row
     for row in rows:
         rate = row["tokens"] / row["seconds"]
         responses = row["devices"] * sizes.prompts * sizes.group

@@ -181,6 +181,7 @@ def fit_synthetic(
         dtype="bfloat16",
         logprob_chunk_size=args.chunk,
         experts_implementation=args.experts_implementation,
+        gradient_checkpointing=args.gradient_checkpointing,
     )
     times = StepTimes()
     trainer = L.Trainer(
@@ -329,6 +330,9 @@ def parser() -> argparse.ArgumentParser:
         "--raw-micro", type=int, default=4, help="rows per forward/backward of the raw model (full logits)"
     )
     parser.add_argument("--experts-implementation", default="grouped_mm")
+    parser.add_argument(
+        "--gradient-checkpointing", action="store_true", help="stable-rl recomputes layers in the backward"
+    )
     parser.add_argument("--chunk", type=int, default=1024, help="stable-rl's logprob_chunk_size")
     parser.add_argument(
         "--steps",
