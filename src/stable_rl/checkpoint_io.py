@@ -1,6 +1,8 @@
 """Checkpoints that survive a kill mid-save: written beside their target, fsynced, renamed."""
 
+import ctypes
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -45,3 +47,38 @@ def fsync(path: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def replace_directory(source: Path, target: Path) -> None:
+    """Put the directory ``source`` at ``target`` in one step, replacing what is there (a directory or a
+    file): Linux's ``renameat2(RENAME_EXCHANGE)`` swaps the two atomically, then the old one (now at
+    ``source``) is removed. Where that call is missing, the old one is renamed aside first (a kill
+    between the two renames leaves it at ``.<name>.old``)."""
+    if target.exists() and not _exchange(source, target):
+        old = target.with_name(f".{target.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        target.rename(old)
+        source.rename(target)
+        source = old
+    elif not target.exists():
+        source.rename(target)
+    fsync(target.parent)
+    if source.is_dir():
+        shutil.rmtree(source)
+    elif source.exists():
+        source.unlink()
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2`` with ``RENAME_EXCHANGE``); False where unsupported."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: this filesystem or kernel cannot
+        return False
+    raise OSError(error, os.strerror(error), str(a))

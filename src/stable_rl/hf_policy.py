@@ -32,6 +32,11 @@ class HFPolicyModule(L.LightningModule):
         gradient_checkpointing: keep only each decoder layer's input for the backward and recompute the
             rest there (long responses: activations of every layer would not fit); Routing Replay replays
             the same routes in the recompute.
+        mixed_precision: FSDP2 only: the weights (and the optimizer's state) stay in ``dtype``, are gathered
+            in this dtype for each forward and backward, and gradients are reduced in float32: ``dtype:
+            float32`` with ``mixed_precision: bfloat16`` trains at bfloat16 speed without losing updates
+            smaller than a bfloat16 weight's precision (AdamW at lr 1e-6 changes few bfloat16 weights at
+            all). The model is loaded in this dtype and each process upcasts only its shard.
     """
 
     def __init__(
@@ -44,9 +49,11 @@ class HFPolicyModule(L.LightningModule):
         experts_implementation: str | None = None,
         attn_implementation: str | None = None,
         gradient_checkpointing: bool = False,
+        mixed_precision: Dtype | None = None,
     ) -> None:
         super().__init__()
         self.gradient_checkpointing = gradient_checkpointing
+        self.mixed_precision = mixed_precision
         self.model_path = model_path
         self.kernels = {"experts_implementation": experts_implementation, "attn_implementation": attn_implementation}
         self.optimizer_factory = optimizer
@@ -56,16 +63,25 @@ class HFPolicyModule(L.LightningModule):
         self.policy: PreTrainedModel | None = None
 
     def configure_model(self) -> None:
+        sharded = self._device_mesh is not None  # ModelParallelStrategy
+        if self.mixed_precision is not None and not sharded:
+            raise ValueError(
+                f"model.mixed_precision={self.mixed_precision} needs trainer.strategy "
+                "stable_rl.strategies.FSDP2Strategy; with one device or DDP set model.dtype alone"
+            )
         if self.policy is None:
             kernels = {name: value for name, value in self.kernels.items() if value is not None}
             policy = AutoModelForCausalLM.from_pretrained(
-                self.model_path, dtype=getattr(torch, self.dtype_name), **kernels
+                self.model_path, dtype=getattr(torch, self.mixed_precision or self.dtype_name), **kernels
             )
             if self.gradient_checkpointing:  # non-reentrant: the recompute runs inside the replay hooks too
                 policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             self.policy = policy.train()  # from_pretrained returns eval mode; RL models use no dropout
-        if self._device_mesh is not None and not is_sharded(self):  # ModelParallelStrategy
-            shard(self, self.policy, self._device_mesh)
+        if sharded and not is_sharded(self):
+            compute = getattr(torch, self.mixed_precision) if self.mixed_precision else None
+            shard(self, self.policy, self._device_mesh, compute)
+            if compute is not None:  # loaded in the compute dtype: each process upcasts its own shard
+                self.to(getattr(torch, self.dtype_name))
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.policy.parameters())

@@ -53,7 +53,8 @@ class PolicyModule(HFPolicyModule):
         max_grad_norm: clip the global gradient norm to this before each update; None = no clipping.
         dtype: training precision of the policy weights ("float32", "bfloat16").
         logprob_chunk_size: tokens per chunk of the vocabulary head (bounds float32 logits memory).
-        experts_implementation, attn_implementation, gradient_checkpointing: see ``HFPolicyModule``.
+        experts_implementation, attn_implementation, gradient_checkpointing, mixed_precision: see
+            ``HFPolicyModule``.
         health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
             |log(pi_theta/mu_old)| exceeds this (``stable_rl.health``).
         max_nonfinite_updates: an update whose loss or gradient is NaN/inf is skipped (no weight or
@@ -76,6 +77,7 @@ class PolicyModule(HFPolicyModule):
         experts_implementation: str | None = None,
         attn_implementation: str | None = None,
         gradient_checkpointing: bool = False,
+        mixed_precision: Dtype | None = None,
         health_threshold: float = 0.2,
         max_nonfinite_updates: int = 3,
     ) -> None:
@@ -88,6 +90,7 @@ class PolicyModule(HFPolicyModule):
             experts_implementation,
             attn_implementation,
             gradient_checkpointing,
+            mixed_precision,
         )
         self.health_threshold = health_threshold
         self.save_hyperparameters(ignore=["objective", "optimizer", "lr_scheduler"])

@@ -8,7 +8,7 @@ after each backward and averaged over the processes, as DDP averages them.
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from transformers import PreTrainedModel
 
 
@@ -16,9 +16,13 @@ def is_sharded(module: torch.nn.Module) -> bool:
     return isinstance(module, FSDPModule)
 
 
-def shard(root: torch.nn.Module, policy: PreTrainedModel, mesh: DeviceMesh) -> None:
+def shard(
+    root: torch.nn.Module, policy: PreTrainedModel, mesh: DeviceMesh, compute_dtype: torch.dtype | None = None
+) -> None:
     """Shard ``policy``'s decoder layers (its ``_no_split_modules``) and then ``root``, which holds it, over
-    the data-parallel dimension of ``mesh``; every process is a data-parallel one (no tensor parallelism)."""
+    the data-parallel dimension of ``mesh``; every process is a data-parallel one (no tensor parallelism).
+    ``compute_dtype``: weights are gathered in it for each forward and backward, gradients reduced in
+    float32 (FSDP2's mixed precision); None: in the weights' own dtype."""
     names = mesh.mesh_dim_names or ()
     if "tensor_parallel" in names and mesh["tensor_parallel"].size() > 1:
         raise ValueError(
@@ -35,6 +39,7 @@ def shard(root: torch.nn.Module, policy: PreTrainedModel, mesh: DeviceMesh) -> N
             f"{type(policy).__name__} names no decoder-layer class (_no_split_modules) to shard with FSDP2: "
             "use trainer.strategy: ddp"
         )
+    precision = MixedPrecisionPolicy(compute_dtype, torch.float32) if compute_dtype else MixedPrecisionPolicy()
     for layer in layers:
-        fully_shard(layer, mesh=data)
-    fully_shard(root, mesh=data)
+        fully_shard(layer, mesh=data, mp_policy=precision)
+    fully_shard(root, mesh=data, mp_policy=precision)

@@ -9,18 +9,19 @@ from lightning.fabric.plugins.collectives.torch_collective import default_pg_tim
 from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.pytorch.strategies import ModelParallelStrategy
 
-from stable_rl.checkpoint_io import fsync
+from stable_rl.checkpoint_io import fsync, replace_directory
 
 
 class FSDP2Strategy(ModelParallelStrategy):
     """Every process is a data-parallel one (``data_parallel_size`` = devices x nodes, no tensor
     parallelism): the policy's weights, gradients and optimizer state are sharded over all of them with
-    FSDP2 (``stable_rl.sharding``), each process rolls out its share of the prompts with its own engine.
+    FSDP2 (``stable_rl.sharding``); each process rolls out its share of the prompts (with its own engine,
+    or one shared by the processes of a tensor-parallel vLLM group).
 
     Args:
         save_distributed_checkpoint: True: a checkpoint is a directory with one shard file per process,
-            written beside the target (``.<name>.partial``) and renamed over it, so a process killed
-            mid-save leaves the previous checkpoint whole. False: full weights and optimizer state are
+            written beside the target (``.<name>.partial``) and swapped with it atomically, so a process
+            killed mid-save leaves the previous checkpoint whole. False: full weights and optimizer state are
             gathered into one file on rank 0, saved by the trainer's ``CheckpointIO`` (atomic by default).
         process_group_backend, timeout: as in ``ModelParallelStrategy``.
     """
@@ -49,20 +50,5 @@ class FSDP2Strategy(ModelParallelStrategy):
         self.barrier()
         if self.global_rank == 0:
             fsync(staging / _METADATA_FILENAME)
-            _replace_directory(staging, target)
+            replace_directory(staging, target)
         self.barrier()
-
-
-def _replace_directory(source: Path, target: Path) -> None:
-    """Rename ``source`` to ``target``, replacing a checkpoint there (a directory, or a file of a run
-    saved without sharding): the old one is renamed aside first and removed after."""
-    old = target.with_name(f".{target.name}.old")
-    if target.exists():
-        shutil.rmtree(old, ignore_errors=True)
-        target.rename(old)
-    source.rename(target)
-    fsync(target.parent)
-    if old.is_dir():
-        shutil.rmtree(old)
-    else:
-        old.unlink(missing_ok=True)

@@ -77,6 +77,7 @@ def main() -> None:
     parser.add_argument("--accelerator", choices=["cpu", "gpu"], default="cpu", help="gpu: NCCL instead of gloo")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--strategy", choices=["ddp", "fsdp2"], default="ddp", help="with --devices > 1")
+    parser.add_argument("--mixed-precision", choices=["bfloat16"], help="FSDP2's compute dtype")
     args = parser.parse_args()
     torch.manual_seed(0)
     module = PolicyModule(
@@ -86,6 +87,7 @@ def main() -> None:
         mini_batch_size=args.mini,
         micro_batch_size=2,
         dtype=args.dtype,
+        mixed_precision=args.mixed_precision,
         experts_implementation="eager",
     )
     backend = "gloo" if args.accelerator == "cpu" else "nccl"
@@ -109,7 +111,8 @@ def main() -> None:
         metrics = {k: float(v) for k, v in trainer.logged_metrics.items()}
         held = sum(getattr(p, "_local_tensor", p).numel() for p in module.policy.parameters())  # this process's
         share = held / sum(p.numel() for p in module.policy.parameters())
-        torch.save({"weights": weights, "metrics": metrics, "share": share}, args.out)
+        dtypes = sorted({str(p.dtype) for p in module.policy.parameters()})
+        torch.save({"weights": weights, "metrics": metrics, "share": share, "dtypes": dtypes}, args.out)
 
 
 if __name__ == "__main__":

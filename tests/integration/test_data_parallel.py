@@ -49,6 +49,26 @@ def test_two_processes_make_the_updates_of_one(tiny_model_path, tmp_path, extra,
         assert one["metrics"]["train/routing/update_agreement"] == two["metrics"]["train/routing/update_agreement"]
 
 
+def test_fsdp2_mixed_precision_keeps_float32_weights_and_computes_in_bfloat16(tiny_model_path, tmp_path):
+    """dtype float32 + mixed_precision bfloat16 under FSDP2: the weights stay float32 and take updates
+    smaller than a bfloat16 weight's precision; the forward and backward ran in bfloat16 (the loss is
+    that of a bfloat16 run to bfloat16 precision, not the float32 run's)."""
+    full = fit(tiny_model_path, tmp_path, 1)
+    bfloat16 = fit(tiny_model_path, tmp_path, 1, "--dtype", "bfloat16")
+    mixed = fit(tiny_model_path, tmp_path, 2, "--strategy", "fsdp2", "--mixed-precision", "bfloat16")
+    assert mixed["dtypes"] == ["torch.float32"]
+    start = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).state_dict()
+    below_bfloat16 = 0
+    for name, weight in mixed["weights"].items():
+        step = (weight - start[name]).abs()
+        ulp = start[name].to(torch.bfloat16).float().abs() * 2**-8  # a bfloat16 weight's resolution
+        below_bfloat16 += int(((step > 0) & (step < ulp / 2)).sum())
+    assert below_bfloat16 > 1000  # updates bfloat16 weights would have rounded away
+    loss = mixed["metrics"]["train/loss"]
+    assert loss == pytest.approx(bfloat16["metrics"]["train/loss"], rel=0.03)
+    assert loss != pytest.approx(full["metrics"]["train/loss"], rel=0.1)  # float32: 0.00164, bfloat16: 0.00115
+
+
 def quickstart(save_dir: Path, strategy: str | None, *extra: str, nodes: int = 1) -> Path:
     """The quickstart on 2 CPU processes with ``strategy`` (each rolling out its 8 prompts with its own
     in-process vLLM engine unless they share one), or on one process (``strategy`` None); returns the
@@ -57,8 +77,8 @@ def quickstart(save_dir: Path, strategy: str | None, *extra: str, nodes: int = 1
     processes = ["--trainer.devices=1"] if strategy is None else [strategy, f"--trainer.devices={2 // nodes}"]
     command = [
         *(sys.executable, "-m", "stable_rl.cli", "fit", "--config=recipes/quickstart.yaml"),
-        *(*processes, f"--trainer.num_nodes={nodes}", "--trainer.accelerator=cpu", *extra),
-        *("--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false"),
+        *(*processes, f"--trainer.num_nodes={nodes}", "--trainer.accelerator=cpu"),
+        *("--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false", *extra),
         f"--trainer.logger.init_args.save_dir={save_dir}",
     ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
@@ -83,9 +103,10 @@ def quickstart(save_dir: Path, strategy: str | None, *extra: str, nodes: int = 1
     return max((save_dir / "quickstart").iterdir())  # the latest version
 
 
-def train_rows(run: Path) -> dict[str, dict[str, str]]:
+def train_rows(run: Path, metric: str = "train/reward") -> dict[str, dict[str, str]]:
+    """The logged rows that hold ``metric``, by step."""
     with open(run / "metrics.csv") as f:
-        return {row["step"]: row for row in csv.DictReader(f) if row.get("train/reward")}
+        return {row["step"]: row for row in csv.DictReader(f) if row.get(metric)}
 
 
 @pytest.mark.vllm
@@ -127,13 +148,20 @@ def test_two_fsdp2_processes_sharing_a_tensor_parallel_vllm_engine_train_as_one_
     tensor_parallel_size 2 (each process a TP worker holding half of its weights, vLLM's external
     launcher), which samples all 16 prompts; each process trains on its 8. With R3 (routes captured in
     each worker), 2 steps (a weight sync into the sharded engine between them) log what one process with
-    its own engine logs: the same samples (equal rewards) and the same update to float32 rounding."""
+    its own engine logs: the same samples (equal rewards) and the same update to float32 rounding. The
+    validation before training (32 held-out problems x 4 samples, the same problems for both processes
+    of the engine) gives the same avg@4 and pass@k."""
     r3 = ["--trainer.callbacks+=stable_rl.callbacks.RoutingReplay", "--trainer.callbacks.mode=R3"]
-    steps = ["--trainer.max_steps=2", *r3]
-    one = train_rows(quickstart(tmp_path / "one", None, *steps))
+    steps = ["--trainer.max_steps=2", "--trainer.limit_val_batches=1", *r3]
+    one_run = quickstart(tmp_path / "one", None, *steps)
     fsdp2 = "--trainer.strategy.class_path=stable_rl.strategies.FSDP2Strategy"
     tp = "--data.init_args.engine.init_args.tensor_parallel_size=2"
-    two = train_rows(quickstart(tmp_path / "two", fsdp2, tp, *steps))
+    two_run = quickstart(tmp_path / "two", fsdp2, tp, *steps)
+    one, two = train_rows(one_run), train_rows(two_run)
+    val_one, val_two = (train_rows(run, "val/heldout/avg@4") for run in (one_run, two_run))
+    assert list(val_one) == list(val_two) == ["0"]
+    for name in ("val/heldout/avg@4", "val/heldout/pass@1", "val/heldout/pass@4"):
+        assert val_two["0"][name] == val_one["0"][name], name
     assert list(one) == list(two) == ["0", "1"]
     for step in one:
         assert two[step]["train/reward"] == one[step]["train/reward"], step

@@ -36,12 +36,13 @@ def test_the_recipe_builds_the_papers_setting(in_repo):
     model, data, trainer = cli.model, cli.datamodule, cli.trainer
     assert isinstance(trainer.strategy, FSDP2Strategy) and trainer.num_nodes == 4 and trainer.world_size == 32
     assert isinstance(model.objective, MiniRL) and (model.objective.eps_low, model.objective.eps_high) == (0.2, 0.27)
-    assert model.objective.is_cap == 5.0 and model.dtype_name == "bfloat16" and model.gradient_checkpointing
+    assert model.objective.is_cap == 5.0 and model.gradient_checkpointing
+    assert (model.dtype_name, model.mixed_precision) == ("float32", "bfloat16")  # bf16 compute, fp32 AdamW
     assert [c.mode for c in trainer.callbacks if isinstance(c, RoutingReplay)] == ["R3"]
     engine = data.engine
     assert isinstance(engine, VLLMEngine) and engine.quantization == "fp8" and engine.tensor_parallel_size == 2
     assert (data.prompts_per_step, data.group_size, model.mini_batch_size) == (64, 16, 1024)  # B, G, B x G
-    assert engine.sampling.max_new_tokens == 32768 and data.eval_samples == 32
+    assert engine.sampling.max_new_tokens + data.max_prompt_tokens == 32768 and data.eval_samples == 32
 
 
 @pytest.mark.parametrize("n", [1, 2, 4, 8])
@@ -54,12 +55,20 @@ def test_every_process_gets_whole_groups_and_even_batches_for_each_n(in_repo, n,
     assert global_batch // model.mini_batch_size == n
     model._trainer = SimpleNamespace(world_size=world)
     assert model._sizes(global_batch // world) == (model.mini_batch_size // world, model.micro_batch_size)
+    taken = []
     for process in range(world):
         engine.place(process, process % trainer.num_devices, world)
         shared = engine.processes_per_engine
         assert shared == 2 and process // shared == engine.rank
+        data.trainer = SimpleNamespace(global_rank=process, world_size=world, lightning_module=model)
         engine_share = PromptBatches(list(range(4096)), data.prompts_per_step, 0, engine.rank, world // shared, n)
-        assert len(engine_share.share) == data.prompts_per_step * shared // world  # then split by whole prompts
+        problems = next(iter(engine_share))
+        own, samples = data._own_part(problems, [(p, j) for p in problems for j in range(data.group_size)])
+        assert len(own) * world == data.prompts_per_step and samples == [(p, j) for p in own for j in range(16)]
+        taken.append(own)
+    assert sorted(p for own in taken for p in own) == sorted(
+        next(iter(PromptBatches(list(range(4096)), data.prompts_per_step, 0)))
+    )
     assert trainer.num_devices % engine.tensor_parallel_size == 0  # a vLLM engine never spans two nodes
     checkpoints = [c for c in trainer.callbacks if type(c).__name__ == "ModelCheckpoint"]
     assert all(c._every_n_train_steps % n == 0 for c in checkpoints)  # at global-step boundaries

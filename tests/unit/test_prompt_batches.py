@@ -83,6 +83,18 @@ def test_a_resume_from_a_max_steps_stop_goes_on_with_the_unfinished_epoch():
     assert again.lag == 1
 
 
+def test_epochs_lightning_cuts_short_move_on_to_the_next_epoch():
+    """limit_train_batches=2 of 3 batches, no resume: Lightning starts each epoch after 2 batches, and
+    each epoch starts from its own first batch (the lag is for resumes only)."""
+    whole = epochs(PromptBatches(ITEMS, 3, seed=5), 3)
+    cut = PromptBatches(ITEMS, 3, seed=5)
+    taken = []
+    for epoch in range(3):
+        cut.set_epoch(epoch)
+        taken.append(list(itertools.islice(iter(cut), 2)))
+    assert taken == [batches[:2] for batches in whole] and cut.lag == 0
+
+
 def test_processes_take_consecutive_shares_of_every_global_batch():
     whole = epochs(PromptBatches(ITEMS, 4, seed=5), 2)
     shares = [epochs(PromptBatches(ITEMS, 4, seed=5, rank=r, num_replicas=2), 2) for r in (0, 1)]

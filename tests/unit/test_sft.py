@@ -2,13 +2,13 @@
 
 from types import SimpleNamespace
 
-import lightning as L
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
 from stable_rl.callbacks import HFExport
 from stable_rl.data import ReasoningGymPrompts
+from stable_rl.hf_policy import HFPolicyModule
 from stable_rl.sft import SFTDataModule, SFTModule, TokenBatch
 
 
@@ -30,22 +30,21 @@ def test_sft_loss_is_hf_causal_lm_loss_on_response_tokens(tiny_model_path):
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
-class Exporter(L.LightningModule):
-    def __init__(self, model_path):
-        super().__init__()
-        self.model_path = model_path
-        self.policy = AutoModelForCausalLM.from_pretrained(model_path)
+def exporter(model_path: str) -> HFPolicyModule:
+    module = HFPolicyModule(model_path)
+    module.configure_model()
+    return module
 
 
 def test_hf_export_replaces_the_directory_whole(tiny_model_path, tmp_path):
     target = tmp_path / "export"
     target.mkdir()
     (target / "stale.txt").write_text("from an older export")
-    module = Exporter(tiny_model_path)
+    module = exporter(tiny_model_path)
     with torch.no_grad():
         module.policy.lm_head.weight.add_(1.0)
-    HFExport(str(target)).on_train_end(trainer=None, pl_module=module)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # no .partial / .previous left
+    HFExport(str(target)).on_train_end(trainer=SimpleNamespace(global_rank=0), pl_module=module)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # no .partial / .old left
     assert not (target / "stale.txt").exists()
     loaded = AutoModelForCausalLM.from_pretrained(target)
     torch.testing.assert_close(loaded.lm_head.weight, module.policy.lm_head.weight)

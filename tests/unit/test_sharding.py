@@ -6,10 +6,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from stable_rl.checkpoint_io import _exchange, replace_directory
 from stable_rl.module import PolicyModule
 from stable_rl.rollout import HFEngine
 from stable_rl.sharding import shard
-from stable_rl.strategies import _replace_directory
 
 
 class Mesh(SimpleNamespace):
@@ -52,8 +52,11 @@ def test_full_weights_stream_the_policys_state_and_the_hf_engine_takes_them(tiny
         engine.load_weights([("lm_head.bias", torch.zeros(1))])
 
 
+@pytest.mark.parametrize("swap", [True, False], ids=["renameat2", "two-renames"])
 @pytest.mark.parametrize("old", ["directory", "file", None])
-def test_a_staged_checkpoint_directory_replaces_the_old_checkpoint(tmp_path, old):
+def test_a_staged_checkpoint_directory_replaces_the_old_checkpoint(tmp_path, old, swap, monkeypatch):
+    if not swap:  # a filesystem without RENAME_EXCHANGE
+        monkeypatch.setattr("stable_rl.checkpoint_io._exchange", lambda a, b: False)
     target, staging = tmp_path / "last.ckpt", tmp_path / ".last.ckpt.partial"
     staging.mkdir()
     (staging / "meta.pt").write_text("new")
@@ -62,6 +65,21 @@ def test_a_staged_checkpoint_directory_replaces_the_old_checkpoint(tmp_path, old
         (target / "meta.pt").write_text("old")
     elif old == "file":
         target.write_text("old")
-    _replace_directory(staging, target)
+    replace_directory(staging, target)
     assert (target / "meta.pt").read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]
+
+
+def test_exchange_swaps_two_directories_in_one_step(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x").write_text("a")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x").write_text("b")
+    assert _exchange(tmp_path / "a", tmp_path / "b")  # Linux with glibc >= 2.28 on a local filesystem
+    assert (tmp_path / "a" / "x").read_text() == "b" and (tmp_path / "b" / "x").read_text() == "a"
+
+
+def test_mixed_precision_without_fsdp2_is_refused_with_the_fix(tiny_model_path):
+    module = PolicyModule(tiny_model_path, mixed_precision="bfloat16")
+    with pytest.raises(ValueError, match=r"mixed_precision=bfloat16 needs trainer.strategy .*FSDP2Strategy"):
+        module.configure_model()

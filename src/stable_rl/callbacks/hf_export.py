@@ -4,13 +4,15 @@ import shutil
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.utilities import rank_zero_only
 from transformers import AutoTokenizer
+
+from stable_rl.checkpoint_io import replace_directory
 
 
 class HFExport(L.Callback):
     """At the end of training, writes the policy and its tokenizer to ``dirpath``, atomically: a
-    reader sees the previous export or the new one, never a half-written directory.
+    reader sees the previous export or the new one, never a half-written directory. Sharded (FSDP2)
+    weights are gathered by every process, rank 0 writes them.
 
     Args:
         dirpath: the HF model directory to (re)write.
@@ -19,15 +21,12 @@ class HFExport(L.Callback):
     def __init__(self, dirpath: str) -> None:
         self.dirpath = Path(dirpath)
 
-    @rank_zero_only
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        weights = dict(pl_module.full_weights())  # a collective under FSDP2: every process takes part
+        if trainer.global_rank != 0:
+            return
         staging = self.dirpath.with_name(self.dirpath.name + ".partial")
         shutil.rmtree(staging, ignore_errors=True)
-        pl_module.policy.save_pretrained(staging)
+        pl_module.policy.save_pretrained(staging, state_dict=weights)
         AutoTokenizer.from_pretrained(pl_module.model_path).save_pretrained(staging)
-        previous = self.dirpath.with_name(self.dirpath.name + ".previous")
-        if self.dirpath.exists():
-            shutil.rmtree(previous, ignore_errors=True)
-            self.dirpath.rename(previous)
-        staging.rename(self.dirpath)
-        shutil.rmtree(previous, ignore_errors=True)
+        replace_directory(staging, self.dirpath)

@@ -104,6 +104,11 @@ class RolloutDataModule(L.LightningDataModule):
             self.engine.seed = self.seed
         trainer = self.trainer
         self.engine.place(trainer.global_rank, trainer.local_rank, trainer.world_size)  # its seed stream
+        if trainer.num_devices % self.engine.processes_per_engine:
+            raise ValueError(
+                f"vLLM engines shared by {self.engine.processes_per_engine} processes (tensor_parallel_size) would "
+                f"span two nodes of trainer.devices={trainer.num_devices}: choose a divisor of trainer.devices"
+            )
         if not self.problems:
             self._load_problems(self.trainer.lightning_module.model_path)
 
@@ -138,13 +143,20 @@ class RolloutDataModule(L.LightningDataModule):
         """Problems only (rollouts happen in ``on_before_batch_transfer``), resumable mid-epoch; each
         engine gets its share of every global batch (the shares of the processes sharing it)."""
         world, shared = self.trainer.world_size, self.engine.processes_per_engine
+        blocks = self._mini_batches(world)
+        if shared > 1 and self.prompts_per_step % (blocks * world):
+            raise ValueError(
+                f"data.prompts_per_step={self.prompts_per_step} cannot be shared by {world} processes in each of "
+                f"its {blocks} mini-batch(es) (engines of tensor_parallel_size={shared} split their prompts among "
+                f"their processes): choose a multiple of {blocks * world}"
+            )
         return PromptBatches(
             self.problems,
             self.prompts_per_step,
             self.seed,
             self.trainer.global_rank // shared,
             world // shared,
-            self._mini_batches(world),
+            blocks,
         )
 
     def _mini_batches(self, processes: int) -> int:

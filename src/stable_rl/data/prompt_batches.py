@@ -42,6 +42,7 @@ class PromptBatches(Generic[T]):
         self.epoch = 0
         self.consumed = 0  # batches of ``epoch`` already handed out
         self.lag = 0  # how many epochs Lightning's count is ahead of ``epoch`` (see ``set_epoch``)
+        self.resumed = False  # a state was loaded and no epoch has started since
         self.sampler = self  # where Lightning looks for ``set_epoch``
 
     def set_epoch(self, epoch: int) -> None:
@@ -50,12 +51,14 @@ class PromptBatches(Generic[T]):
         Lightning counts an epoch that ``max_steps`` ended as complete, so a run resumed from the checkpoint
         written at that stop (e.g. ``last.ckpt``, to train on) starts Lightning's next epoch while this
         epoch's problems are not used up: they go on, as in a run that never stopped, and Lightning's count
-        stays one ahead (``lag``)."""
+        stays one ahead (``lag``). Only right after a resume: a run whose epochs Lightning cuts short
+        (``limit_train_batches``) moves on to the next epoch."""
         epoch -= self.lag
-        if epoch == self.epoch + 1 and 0 < self.consumed < len(self):
+        if self.resumed and epoch == self.epoch + 1 and 0 < self.consumed < len(self):
             self.lag += 1
         elif epoch != self.epoch:
             self.epoch, self.consumed = epoch, 0
+        self.resumed = False
 
     def __len__(self) -> int:
         return len(self.items) // self.batch_size
@@ -71,6 +74,7 @@ class PromptBatches(Generic[T]):
         return order.tolist()
 
     def __iter__(self) -> Iterator[list[T]]:
+        self.resumed = False
         if self.consumed >= len(self):  # the last epoch ended (or a checkpoint was saved at its end)
             self.epoch, self.consumed = self.epoch + 1, 0
         order = self.order(self.epoch)
@@ -95,3 +99,4 @@ class PromptBatches(Generic[T]):
                 "data settings (prompts, prompts_per_step, data.seed / seed_everything) the checkpoint was trained with"
             )
         self.epoch, self.consumed, self.lag = state["epoch"], state["consumed"], state.get("lag", 0)
+        self.resumed = True
