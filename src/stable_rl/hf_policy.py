@@ -7,7 +7,7 @@ import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
 from torch.distributed.tensor import DTensor
-from transformers import AutoModelForCausalLM, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.rng import rng_states, set_rng_states
@@ -36,7 +36,7 @@ class HFPolicyModule(L.LightningModule):
             in this dtype for each forward and backward, and gradients are reduced in float32: ``dtype:
             float32`` with ``mixed_precision: bfloat16`` trains at bfloat16 speed without losing updates
             smaller than a bfloat16 weight's precision (AdamW at lr 1e-6 changes few bfloat16 weights at
-            all). The model is loaded in this dtype and each process upcasts only its shard.
+            all). A checkpoint stored in this dtype is loaded in it and each process upcasts only its shard.
     """
 
     def __init__(
@@ -71,17 +71,25 @@ class HFPolicyModule(L.LightningModule):
             )
         if self.policy is None:
             kernels = {name: value for name, value in self.kernels.items() if value is not None}
-            policy = AutoModelForCausalLM.from_pretrained(
-                self.model_path, dtype=getattr(torch, self.mixed_precision or self.dtype_name), **kernels
-            )
+            policy = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=self._load_dtype(), **kernels)
             if self.gradient_checkpointing:  # non-reentrant: the recompute runs inside the replay hooks too
                 policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             self.policy = policy.train()  # from_pretrained returns eval mode; RL models use no dropout
         if sharded and not is_sharded(self):
             compute = getattr(torch, self.mixed_precision) if self.mixed_precision else None
             shard(self, self.policy, self._device_mesh, compute)
-            if compute is not None:  # loaded in the compute dtype: each process upcasts its own shard
-                self.to(getattr(torch, self.dtype_name))
+            if self.policy.dtype != getattr(torch, self.dtype_name):  # loaded in the compute dtype
+                self.to(getattr(torch, self.dtype_name))  # each process upcasts its own shard
+
+    def _load_dtype(self) -> torch.dtype:
+        """``dtype``; with ``mixed_precision``, the compute dtype when the checkpoint is stored in it (lossless,
+        half the host memory while every process loads the whole model, before it keeps its shard)."""
+        dtype = getattr(torch, self.dtype_name)
+        if self.mixed_precision is not None:
+            stored = AutoConfig.from_pretrained(self.model_path).dtype
+            if str(stored).removeprefix("torch.") == self.mixed_precision:
+                return getattr(torch, self.mixed_precision)
+        return dtype
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.policy.parameters())

@@ -50,11 +50,11 @@ def test_two_processes_make_the_updates_of_one(tiny_model_path, tmp_path, extra,
 
 
 def test_fsdp2_mixed_precision_keeps_float32_weights_and_computes_in_bfloat16(tiny_model_path, tmp_path):
-    """dtype float32 + mixed_precision bfloat16 under FSDP2: the weights stay float32 and take updates
-    smaller than a bfloat16 weight's precision; the forward and backward ran in bfloat16 (the loss is
-    that of a bfloat16 run to bfloat16 precision, not the float32 run's)."""
+    """dtype float32 + mixed_precision bfloat16 under FSDP2 (the float32 checkpoint loaded in float32): the
+    weights stay float32 and take updates smaller than a bfloat16 weight's precision; the forward and
+    backward ran in bfloat16 (the loss agrees with the float32 run's to bfloat16 precision, not to the
+    1e-5 that float32 data-parallel runs agree to)."""
     full = fit(tiny_model_path, tmp_path, 1)
-    bfloat16 = fit(tiny_model_path, tmp_path, 1, "--dtype", "bfloat16")
     mixed = fit(tiny_model_path, tmp_path, 2, "--strategy", "fsdp2", "--mixed-precision", "bfloat16")
     assert mixed["dtypes"] == ["torch.float32"]
     start = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).state_dict()
@@ -64,9 +64,8 @@ def test_fsdp2_mixed_precision_keeps_float32_weights_and_computes_in_bfloat16(ti
         ulp = start[name].to(torch.bfloat16).float().abs() * 2**-8  # a bfloat16 weight's resolution
         below_bfloat16 += int(((step > 0) & (step < ulp / 2)).sum())
     assert below_bfloat16 > 1000  # updates bfloat16 weights would have rounded away
-    loss = mixed["metrics"]["train/loss"]
-    assert loss == pytest.approx(bfloat16["metrics"]["train/loss"], rel=0.03)
-    assert loss != pytest.approx(full["metrics"]["train/loss"], rel=0.1)  # float32: 0.00164, bfloat16: 0.00115
+    loss, reference = mixed["metrics"]["train/loss"], full["metrics"]["train/loss"]
+    assert loss == pytest.approx(reference, rel=0.05) and loss != pytest.approx(reference, rel=1e-3)
 
 
 def quickstart(save_dir: Path, strategy: str | None, *extra: str, nodes: int = 1) -> Path:
