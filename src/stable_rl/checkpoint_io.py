@@ -1,6 +1,7 @@
 """Checkpoints that survive a kill mid-save: written beside their target, fsynced, renamed."""
 
 import ctypes
+import errno
 import os
 import shutil
 import tempfile
@@ -63,22 +64,22 @@ def replace_directory(source: Path, target: Path) -> None:
     elif not target.exists():
         source.rename(target)
     fsync(target.parent)
-    if source.is_dir():
+    if source.is_dir() and not source.is_symlink():
         shutil.rmtree(source)
-    elif source.exists():
-        source.unlink()
+    else:
+        source.unlink(missing_ok=True)
 
 
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two paths atomically (Linux ``renameat2`` with ``RENAME_EXCHANGE``); False where unsupported."""
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (AttributeError, OSError):
+    except (AttributeError, OSError, TypeError):  # not glibc >= 2.28 (musl, macOS, Windows)
         return False
     at_fdcwd, rename_exchange = -100, 2
     if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
         return True
     error = ctypes.get_errno()
-    if error in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: this filesystem or kernel cannot
+    if error in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # this filesystem or kernel cannot
         return False
     raise OSError(error, os.strerror(error), str(a))

@@ -6,6 +6,7 @@ import lightning as L
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor
+from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 from torch.distributed.tensor import DTensor
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
@@ -36,7 +37,7 @@ class HFPolicyModule(L.LightningModule):
             in this dtype for each forward and backward, and gradients are reduced in float32: ``dtype:
             float32`` with ``mixed_precision: bfloat16`` trains at bfloat16 speed without losing updates
             smaller than a bfloat16 weight's precision (AdamW at lr 1e-6 changes few bfloat16 weights at
-            all). A checkpoint stored in this dtype is loaded in it and each process upcasts only its shard.
+            all).
     """
 
     def __init__(
@@ -63,33 +64,54 @@ class HFPolicyModule(L.LightningModule):
         self.policy: PreTrainedModel | None = None
 
     def configure_model(self) -> None:
-        sharded = self._device_mesh is not None  # ModelParallelStrategy
+        sharded = self._device_mesh is not None  # ModelParallelStrategy: FSDP2
         if self.mixed_precision is not None and not sharded:
             raise ValueError(
                 f"model.mixed_precision={self.mixed_precision} needs trainer.strategy "
                 "stable_rl.strategies.FSDP2Strategy; with one device or DDP set model.dtype alone"
             )
-        if self.policy is None:
-            kernels = {name: value for name, value in self.kernels.items() if value is not None}
-            policy = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=self._load_dtype(), **kernels)
-            if self.gradient_checkpointing:  # non-reentrant: the recompute runs inside the replay hooks too
-                policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            self.policy = policy.train()  # from_pretrained returns eval mode; RL models use no dropout
-        if sharded and not is_sharded(self):
-            compute = getattr(torch, self.mixed_precision) if self.mixed_precision else None
-            shard(self, self.policy, self._device_mesh, compute)
-            if self.policy.dtype != getattr(torch, self.dtype_name):  # loaded in the compute dtype
-                self.to(getattr(torch, self.dtype_name))  # each process upcasts its own shard
+        if self.policy is None and sharded:
+            self._load_sharded()
+        elif self.policy is None:
+            self.policy = self._prepared(self._pretrained(getattr(torch, self.dtype_name)))
+        elif sharded and not is_sharded(self):
+            shard(self, self.policy, self._device_mesh, self._compute_dtype())
 
-    def _load_dtype(self) -> torch.dtype:
-        """``dtype``; with ``mixed_precision``, the compute dtype when the checkpoint is stored in it (lossless,
-        half the host memory while every process loads the whole model, before it keeps its shard)."""
-        dtype = getattr(torch, self.dtype_name)
-        if self.mixed_precision is not None:
-            stored = AutoConfig.from_pretrained(self.model_path).dtype
-            if str(stored).removeprefix("torch.") == self.mixed_precision:
-                return getattr(torch, self.mixed_precision)
-        return dtype
+    def _pretrained(self, dtype: torch.dtype) -> PreTrainedModel:
+        return AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype, **self._kernels())
+
+    def _kernels(self) -> dict[str, str]:
+        return {name: value for name, value in self.kernels.items() if value is not None}
+
+    def _prepared(self, policy: PreTrainedModel) -> PreTrainedModel:
+        if self.gradient_checkpointing:  # non-reentrant: the recompute runs inside the replay hooks too
+            policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return policy.train()  # from_pretrained returns eval mode; RL models use no dropout
+
+    def _compute_dtype(self) -> torch.dtype | None:
+        return getattr(torch, self.mixed_precision) if self.mixed_precision else None
+
+    def _load_sharded(self) -> None:
+        """FSDP2: rank 0 alone reads the checkpoint (one copy of the model in host memory, not one per
+        process); every process builds the model on the meta device in ``dtype``, shards it, allocates its
+        shards on its device and receives its part of each weight, and the buffers, from rank 0."""
+        rank0 = self.trainer.global_rank == 0
+        full = self._pretrained(getattr(torch, self.dtype_name)) if rank0 else None  # buffers computed in it too
+        with torch.device("meta"):
+            policy = AutoModelForCausalLM.from_config(
+                AutoConfig.from_pretrained(self.model_path), dtype=getattr(torch, self.dtype_name), **self._kernels()
+            )
+        self.policy = self._prepared(policy)
+        shard(self, policy, self._device_mesh, self._compute_dtype())
+        device = self.trainer.strategy.root_device
+        self.to_empty(device=device)
+        weights = full.state_dict() if rank0 else {}
+        set_model_state_dict(policy, weights, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+        buffers = dict(full.named_buffers()) if rank0 else {}  # e.g. rotary frequencies, not in a state dict
+        for name, buffer in policy.named_buffers():
+            value = buffers[name].to(device, buffer.dtype) if rank0 else torch.empty_like(buffer)
+            torch.distributed.broadcast(value, src=0)
+            buffer.copy_(value)
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.policy.parameters())

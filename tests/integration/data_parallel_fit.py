@@ -19,7 +19,7 @@ from lightning.pytorch.strategies import DDPStrategy
 from transformers import AutoConfig
 
 from stable_rl import objectives
-from stable_rl.callbacks import RoutingReplay
+from stable_rl.callbacks import HFExport, RoutingReplay
 from stable_rl.module import PolicyModule
 from stable_rl.rollout import HFEngine, RolloutBatch, Sample
 from stable_rl.strategies import FSDP2Strategy
@@ -78,6 +78,7 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--strategy", choices=["ddp", "fsdp2"], default="ddp", help="with --devices > 1")
     parser.add_argument("--mixed-precision", choices=["bfloat16"], help="FSDP2's compute dtype")
+    parser.add_argument("--export", help="HF model directory HFExport writes at the end")
     args = parser.parse_args()
     torch.manual_seed(0)
     module = PolicyModule(
@@ -103,7 +104,10 @@ def main() -> None:
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[RoutingReplay(args.replay, diagnostics=True)] if args.replay else [],
+        callbacks=[
+            *([RoutingReplay(args.replay, diagnostics=True)] if args.replay else []),
+            *([HFExport(args.export)] if args.export else []),
+        ],
     )
     trainer.fit(module, datamodule=Shards(global_batch(args.model_path), args.mini))
     weights = {name: value.cpu() for name, value in module.full_weights()}  # gathered by every process

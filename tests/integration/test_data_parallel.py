@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 def fit(tiny_model_path, tmp_path, devices: int, *extra: str) -> dict:
     out = tmp_path / f"devices{devices}.pt"
-    command = [sys.executable, str(SCRIPT), tiny_model_path, str(out), "--devices", str(devices), *extra]
+    command = [sys.executable, str(SCRIPT), tiny_model_path, str(out), "--devices", str(devices), *map(str, extra)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return torch.load(out, weights_only=True)
@@ -50,22 +50,31 @@ def test_two_processes_make_the_updates_of_one(tiny_model_path, tmp_path, extra,
 
 
 def test_fsdp2_mixed_precision_keeps_float32_weights_and_computes_in_bfloat16(tiny_model_path, tmp_path):
-    """dtype float32 + mixed_precision bfloat16 under FSDP2 (the float32 checkpoint loaded in float32): the
-    weights stay float32 and take updates smaller than a bfloat16 weight's precision; the forward and
-    backward ran in bfloat16 (the loss agrees with the float32 run's to bfloat16 precision, not to the
-    1e-5 that float32 data-parallel runs agree to)."""
-    full = fit(tiny_model_path, tmp_path, 1)
-    mixed = fit(tiny_model_path, tmp_path, 2, "--strategy", "fsdp2", "--mixed-precision", "bfloat16")
-    assert mixed["dtypes"] == ["torch.float32"]
-    start = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).state_dict()
+    """dtype float32 + mixed_precision bfloat16 under FSDP2, from a bfloat16 checkpoint (as large models
+    ship; rank 0 reads it and sends each process its shard, upcast): the weights stay float32 and take
+    updates smaller than a bfloat16 weight's precision; the forward and backward ran in bfloat16 (gradient
+    norm and KL agree with a float32 run's to bfloat16 precision, not to the 1e-6 that float32
+    data-parallel runs agree to); HFExport gathers the shards into an HF model of the trained weights."""
+    stored = tmp_path / "bfloat16-checkpoint"
+    AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.bfloat16).save_pretrained(stored)
+    full = fit(str(stored), tmp_path, 1)
+    export = tmp_path / "export"
+    mixed = fit(str(stored), tmp_path, 2, "--strategy", "fsdp2", "--mixed-precision", "bfloat16", "--export", export)
+    assert mixed["dtypes"] == ["torch.float32"] and mixed["share"] == pytest.approx(0.5, abs=0.01)
+    start = AutoModelForCausalLM.from_pretrained(stored, dtype=torch.float32).state_dict()
     below_bfloat16 = 0
     for name, weight in mixed["weights"].items():
         step = (weight - start[name]).abs()
-        ulp = start[name].to(torch.bfloat16).float().abs() * 2**-8  # a bfloat16 weight's resolution
+        ulp = start[name].abs() * 2**-8  # the resolution of a bfloat16 weight of that size
         below_bfloat16 += int(((step > 0) & (step < ulp / 2)).sum())
     assert below_bfloat16 > 1000  # updates bfloat16 weights would have rounded away
-    loss, reference = mixed["metrics"]["train/loss"], full["metrics"]["train/loss"]
-    assert loss == pytest.approx(reference, rel=0.05) and loss != pytest.approx(reference, rel=1e-3)
+    for name in ("train/grad_norm", "train/kl_k3"):  # the loss, a near-cancelling sum, is all rounding noise
+        value, reference = mixed["metrics"][name], full["metrics"][name]
+        assert value == pytest.approx(reference, rel=1e-2) and value != pytest.approx(reference, rel=1e-5), name
+    exported = AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32).state_dict()
+    assert exported.keys() == mixed["weights"].keys()
+    for name, weight in mixed["weights"].items():
+        assert torch.equal(exported[name], weight), name
 
 
 def quickstart(save_dir: Path, strategy: str | None, *extra: str, nodes: int = 1) -> Path:

@@ -5,7 +5,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
 from stable_rl.checkpoint_io import _exchange, replace_directory
 from stable_rl.module import PolicyModule
@@ -84,15 +83,3 @@ def test_mixed_precision_without_fsdp2_is_refused_with_the_fix(tiny_model_path):
     module = PolicyModule(tiny_model_path, mixed_precision="bfloat16")
     with pytest.raises(ValueError, match=r"mixed_precision=bfloat16 needs trainer.strategy .*FSDP2Strategy"):
         module.configure_model()
-
-
-@pytest.mark.parametrize(("stored", "loaded"), [("bfloat16", torch.bfloat16), ("float32", torch.float32)])
-def test_mixed_precision_loads_a_checkpoint_in_the_compute_dtype_only_when_stored_in_it(
-    tiny_model_path, tmp_path, stored, loaded
-):
-    """A bfloat16 checkpoint loads in bfloat16 (half the host memory, nothing lost); a float32 one in float32
-    (loading it in bfloat16 would round the master weights)."""
-    path = tmp_path / "model"
-    AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=getattr(torch, stored)).save_pretrained(path)
-    assert PolicyModule(str(path), mixed_precision="bfloat16")._load_dtype() == loaded
-    assert PolicyModule(str(path))._load_dtype() == torch.float32

@@ -6,7 +6,7 @@ from pathlib import Path
 import lightning as L
 from transformers import AutoTokenizer
 
-from stable_rl.checkpoint_io import replace_directory
+from stable_rl.checkpoint_io import fsync, replace_directory
 
 
 class HFExport(L.Callback):
@@ -22,11 +22,16 @@ class HFExport(L.Callback):
         self.dirpath = Path(dirpath)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        weights = dict(pl_module.full_weights())  # a collective under FSDP2: every process takes part
-        if trainer.global_rank != 0:
-            return
-        staging = self.dirpath.with_name(self.dirpath.name + ".partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        pl_module.policy.save_pretrained(staging, state_dict=weights)
-        AutoTokenizer.from_pretrained(pl_module.model_path).save_pretrained(staging)
-        replace_directory(staging, self.dirpath)
+        writer = trainer.global_rank == 0
+        weights = {}
+        for name, weight in pl_module.full_weights():  # gathered one at a time by every process (FSDP2)
+            if writer:
+                weights[name] = weight.detach().to("cpu", copy=True)
+        if writer:
+            staging = self.dirpath.with_name(self.dirpath.name + ".partial")
+            shutil.rmtree(staging, ignore_errors=True)
+            pl_module.policy.save_pretrained(staging, state_dict=weights)
+            AutoTokenizer.from_pretrained(pl_module.model_path).save_pretrained(staging)
+            for path in [*staging.iterdir(), staging]:
+                fsync(path)
+            replace_directory(staging, self.dirpath)
