@@ -77,12 +77,13 @@ def test_fsdp2_mixed_precision_keeps_float32_weights_and_computes_in_bfloat16(ti
         assert torch.equal(exported[name], weight), name
 
 
-def quickstart(save_dir: Path, strategy: str | None, *extra: str, nodes: int = 1) -> Path:
-    """The quickstart on 2 CPU processes with ``strategy`` (each rolling out its 8 prompts with its own
-    in-process vLLM engine unless they share one), or on one process (``strategy`` None); returns the
-    run's directory. ``nodes=2``: the 2 processes are 2 nodes of one process each, started apart as a
-    cluster would start them (NODE_RANK, MASTER_ADDR, MASTER_PORT; Lightning's ``num_nodes``)."""
-    processes = ["--trainer.devices=1"] if strategy is None else [strategy, f"--trainer.devices={2 // nodes}"]
+def quickstart(save_dir: Path, strategy: str | None, *extra: str, nodes: int = 1, processes: int = 2) -> Path:
+    """The quickstart on ``processes`` CPU processes with ``strategy`` (each rolling out its share of the
+    16 prompts with its own in-process vLLM engine unless they share one), or on one process (``strategy``
+    None); returns the run's directory. ``nodes=2``: the processes are split over 2 nodes, started apart
+    as a cluster would start them (NODE_RANK, MASTER_ADDR, MASTER_PORT; Lightning's ``num_nodes``)."""
+    devices = f"--trainer.devices={processes // nodes}"
+    processes = ["--trainer.devices=1"] if strategy is None else [strategy, devices]
     command = [
         *(sys.executable, "-m", "stable_rl.cli", "fit", "--config=recipes/quickstart.yaml"),
         *(*processes, f"--trainer.num_nodes={nodes}", "--trainer.accelerator=cpu"),
@@ -189,3 +190,22 @@ def test_two_nodes_of_one_process_train_as_one_node_of_two(tmp_path):
     for step, row in one_node.items():
         for name in ("train/reward", "train/loss", "train/grad_norm", "train/entropy"):
             assert two_nodes[step][name] == row[name], (step, name)
+
+
+@pytest.mark.vllm
+def test_four_fsdp2_processes_in_two_tensor_parallel_engine_groups_train_as_two_processes(tmp_path):
+    """Several engine groups: 4 FSDP2 processes, processes 0-1 sharing one vLLM engine of tensor
+    parallelism 2 and 2-3 another, independent of it (vLLM's external data parallelism), log what 2
+    processes with an engine each log (the same seed streams and prompt shares): the same samples and
+    the same updates to float32 rounding."""
+    fsdp2 = "--trainer.strategy.class_path=stable_rl.strategies.FSDP2Strategy"
+    two = train_rows(quickstart(tmp_path / "two", fsdp2, "--trainer.max_steps=2"))
+    tp = "--data.init_args.engine.init_args.tensor_parallel_size=2"
+    four = train_rows(quickstart(tmp_path / "four", fsdp2, tp, "--trainer.max_steps=2", processes=4))
+    assert list(two) == list(four) == ["0", "1"]
+    for step in two:
+        assert four[step]["train/reward"] == two[step]["train/reward"], step
+        for name in ("train/grad_norm", "train/entropy", "train/response_length"):
+            assert float(four[step][name]) == pytest.approx(float(two[step][name]), rel=1e-5), (step, name)
+        # the loss nearly cancels (advantages sum to zero per group): float32 rounding of its O(1) terms
+        assert float(four[step]["train/loss"]) == pytest.approx(float(two[step]["train/loss"]), abs=1e-6), step

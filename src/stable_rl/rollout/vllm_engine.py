@@ -24,7 +24,7 @@ class VLLMEngine(RolloutEngine):
         tensor_parallel_size: vLLM tensor parallelism. In a data-parallel run (several training processes)
             each ``tensor_parallel_size`` consecutive processes share one engine, each holding its slice of
             the weights (vLLM's ``external_launcher``: no extra processes), and sample the same prompts;
-            alone, vLLM starts its own workers.
+            engines of other groups are independent. Alone, vLLM starts its own workers.
         quantization: vLLM's quantization of the rollout weights, e.g. "fp8" (weights quantized as they
             are loaded, also after each sync; Hopper GPUs and newer); None = ``dtype``.
         Others as in ``RolloutEngine``. With ``return_routes`` the routed experts come from vLLM's
@@ -70,16 +70,13 @@ class VLLMEngine(RolloutEngine):
 
     def _shared_options(self) -> dict:
         """vLLM's options for an engine shared by consecutive processes of a data-parallel run: its TP
-        workers are those processes (``external_launcher``, reading RANK and LOCAL_RANK), and the other
-        groups are vLLM data-parallel ranks."""
-        process, local_process, processes = self.placement
+        workers are those processes (``external_launcher``, reading RANK and LOCAL_RANK); the other groups
+        are independent engines (vLLM's "external data parallelism": no traffic between groups)."""
+        process, local_process, _ = self.placement
         if self.processes_per_engine == 1:
             return {}
         os.environ["RANK"], os.environ["LOCAL_RANK"] = str(process), str(local_process)
-        options = {"distributed_executor_backend": "external_launcher"}
-        if processes > self.tensor_parallel_size:
-            options["data_parallel_size"] = processes // self.tensor_parallel_size
-        return options
+        return {"distributed_executor_backend": "external_launcher"}
 
     def start(self, model_path: str, max_model_len: int) -> None:
         if importlib.util.find_spec("vllm") is None:
