@@ -18,7 +18,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, DistributedSampler
 from transformers import AutoTokenizer
 
-from stable_rl.data.prompt_batches import PromptBatches
+from stable_rl.data.prompt_batches import PromptBatches, share_of
 from stable_rl.data.prompts import PromptSource
 from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
@@ -175,11 +175,12 @@ class RolloutDataModule(L.LightningDataModule):
     def val_dataloader(self) -> list[DataLoader]:
         """One per benchmark; processes sharing an engine get the same problems (their results count
         once per process, which leaves avg@n and pass@k as they are)."""
-        shared, engines = self.engine.processes_per_engine, self.trainer.world_size // self.engine.processes_per_engine
+        shared, world = self.engine.processes_per_engine, self.trainer.world_size
         loaders = []
         for problems in self.eval_problems.values():
             sampler = None
-            if engines * shared > 1:  # Lightning keeps a DistributedSampler given to it
+            if world > 1:  # Lightning keeps a DistributedSampler given to it
+                engines = world // shared
                 sampler = DistributedSampler(problems, engines, self.trainer.global_rank // shared, shuffle=False)
             loaders.append(DataLoader(problems, self.eval_prompts_per_batch, sampler=sampler, collate_fn=list))
         return loaders
@@ -247,9 +248,7 @@ class RolloutDataModule(L.LightningDataModule):
         if shared == 1:
             return problems, samples
         blocks = self._mini_batches(self.trainer.world_size)
-        block, part = len(problems) // blocks, len(problems) // (blocks * shared)
-        member = self.trainer.global_rank % shared
-        mine = [start + member * part + i for start in range(0, len(problems), block) for i in range(part)]
+        mine = share_of(len(problems), blocks, shared, self.trainer.global_rank % shared)
         g = self.group_size
         return [problems[i] for i in mine], [samples[i * g + j] for i in mine for j in range(g)]
 

@@ -8,6 +8,13 @@ import torch
 T = TypeVar("T")
 
 
+def share_of(total: int, blocks: int, parts: int, part: int) -> list[int]:
+    """Positions of share ``part`` of ``parts`` when ``total`` positions form ``blocks`` consecutive blocks
+    (mini-batches), each split into ``parts`` consecutive shares."""
+    block, share = total // blocks, total // (blocks * parts)
+    return [start + part * share + i for start in range(0, total, block) for i in range(share)]
+
+
 class PromptBatches(Generic[T]):
     """``len(items) // batch_size`` batches per epoch in a new random order each epoch, the order
     Lightning drew from ``DataLoader(items, batch_size, shuffle=True, drop_last=True,
@@ -37,8 +44,7 @@ class PromptBatches(Generic[T]):
         self.items = items
         self.batch_size = batch_size
         self.seed = seed
-        block, share = batch_size // blocks, batch_size // (blocks * num_replicas)
-        self.share = [start + rank * share + i for start in range(0, batch_size, block) for i in range(share)]
+        self.share = share_of(batch_size, blocks, num_replicas, rank)
         self.epoch = 0
         self.consumed = 0  # batches of ``epoch`` already handed out
         self.lag = 0  # how many epochs Lightning's count is ahead of ``epoch`` (see ``set_epoch``)
