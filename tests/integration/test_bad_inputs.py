@@ -36,16 +36,20 @@ def fails(tmp_path: Path, *overrides: str) -> str:
             "the KV cache cannot hold one sequence of 192 tokens (prompt + response); raise "
             "data.engine.init_args.kv_cache_memory_bytes",
         ),
-        (  # vLLM refusing its settings
-            ["--data.init_args.engine.init_args.tensor_parallel_size=3"],
-            "vLLM failed to start on data/tiny-qwen3-moe-sft-format (ValidationError",
+        (  # vLLM refusing its settings: its own message, unchanged
+            ["--data.init_args.engine.init_args.max_new_tokens=2000"],
+            "User-specified max_model_len (2128) is greater than the derived max_model_len",
+        ),
+        (  # tensor parallelism in one process: the weight sync cannot reach vLLM's worker processes
+            ["--data.init_args.engine.init_args.tensor_parallel_size=2"],
+            "tensor_parallel_size=2 in one training process",
         ),
         (  # a prompt longer than the context allowed
             ["--data.init_args.max_prompt_tokens=8"],
             "exceeds data.max_prompt_tokens=8",
         ),
     ],
-    ids=["kv-cache-oom", "vllm-start", "prompt-too-long"],
+    ids=["kv-cache-oom", "vllm-settings", "tp-in-one-process", "prompt-too-long"],
 )
 def test_the_error_names_the_problem_and_the_fix(tmp_path, overrides, message):
     stderr = fails(tmp_path, "--trainer.limit_val_batches=0", *overrides)

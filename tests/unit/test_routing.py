@@ -219,8 +219,39 @@ def test_vllm_routed_experts_become_routes_of_every_token_but_the_last():
     from stable_rl.rollout.vllm_engine import _routes_of
 
     routed = np.arange(5 * 2 * 2).reshape(5, 2, 2)  # 5 computed tokens, 2 layers, top-2
-    assert _routes_of(routed, 4).tolist() == routed[:4].tolist()
-    padded = _routes_of(routed[:3], 4)
+    assert _routes_of(routed, 4, [0, 1]).tolist() == routed[:4].tolist()
+    padded = _routes_of(routed[:3], 4, [0, 1])
     assert padded.dtype == np.int16 and padded[3].tolist() == [[-1, -1], [-1, -1]]
     with pytest.raises(RuntimeError, match="enable_return_routed_experts"):
-        _routes_of(None, 4)
+        _routes_of(None, 4, [0, 1])
+
+
+def test_vllm_route_columns_of_dense_layers_are_dropped():
+    """vLLM returns one route column per hidden layer, zeros in dense ones (``mlp_only_layers``): routing
+    replay keeps the MoE layers' columns, in layer order."""
+    import numpy as np
+
+    from stable_rl.rollout.vllm_engine import _routes_of
+
+    routed = np.zeros((3, 4, 2), dtype=np.uint8)  # 3 tokens, 4 hidden layers (1 and 3 dense), top-2
+    routed[:, 0], routed[:, 2] = [5, 6], [7, 1]
+    assert _routes_of(routed, 3, [0, 2]).tolist() == [[[5, 6], [7, 1]]] * 3
+    with pytest.raises(RuntimeError, match=r"routes of 4 layers; the model's MoE layers are \[0, 5\]"):
+        _routes_of(routed, 3, [0, 5])
+
+
+def test_moe_layers_are_found_by_their_routers(tiny_model_path, tmp_path):
+    """Qwen3-MoE with ``mlp_only_layers`` [1] and ``decoder_sparse_step`` 1, and Qwen2-MoE with
+    ``decoder_sparse_step`` 2: the layer index of every router, read off a meta-device model."""
+    from transformers import AutoConfig, Qwen2MoeConfig
+
+    from stable_rl.routing import moe_layers_of
+
+    assert moe_layers_of(tiny_model_path) == [0, 1, 2, 3]
+    config = AutoConfig.from_pretrained(tiny_model_path)
+    config.mlp_only_layers = [1]
+    config.save_pretrained(tmp_path / "qwen3")
+    assert moe_layers_of(str(tmp_path / "qwen3")) == [0, 2, 3]
+    qwen2 = Qwen2MoeConfig(num_hidden_layers=6, decoder_sparse_step=2, hidden_size=32, num_attention_heads=2)
+    qwen2.save_pretrained(tmp_path / "qwen2")
+    assert moe_layers_of(str(tmp_path / "qwen2")) == [1, 3, 5]

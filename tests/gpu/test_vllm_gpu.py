@@ -1,0 +1,210 @@
+"""The vLLM engine on a CUDA GPU (vLLM 0.26 on an H100 as recorded in benchmarks/RESULTS.md): start and
+sampling in float32 and bfloat16, eager and with CUDA graphs; log mu_old against the HF policy on the same
+GPU; weight sync; R3 routes against the HF router; FP8 rollouts after a sync; memory freed by ``close``.
+Run on the GPU machine by ``tests/gpu/run.sh``; skipped without a GPU."""
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from stable_rl.data.template import PromptTemplate
+from stable_rl.logprobs import sequence_logprobs
+from stable_rl.rollout import RolloutBatch, Sampling, VLLMEngine
+from stable_rl.routing import RouterHooks, routed_positions, routes_match
+
+pytest.importorskip("vllm")
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.vllm,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+KV = 1 << 30  # a small KV cache per engine: tests start many
+QUESTIONS = ("Calculate 5 - 3 - 6.", "What is 12 + 30?", "Calculate 17 + 4 - 9 + 33 - 12 + 8 - 21 + 6.")
+
+
+def prompts(tokenizer) -> list[list[int]]:
+    """Three prompts of 25-45 tokens: longer than one KV block (16 tokens), so a stale cache would show."""
+    return [PromptTemplate().encode(tokenizer, q) for q in QUESTIONS]
+
+
+def policy(path: str, dtype=torch.float32):
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).cuda().eval()
+
+
+def logprob_gap(model, samples, group_size: int, temperature: float = 1.0) -> torch.Tensor:
+    """|log pi - log mu| of every response token: the HF policy's log-prob of the engine's samples."""
+    batch = RolloutBatch.from_samples(samples, torch.zeros(len(samples)), group_size, 0, temperature, 0)
+    ids, attention, response = (t.cuda() for t in (batch.input_ids, batch.attention_mask, batch.response_mask))
+    with torch.no_grad():
+        logprobs, _ = sequence_logprobs(model, ids, attention, response, temperature)
+    return (logprobs.cpu() - batch.rollout_logprobs)[batch.response_mask].abs()
+
+
+def perturb_(model, seed: int = 0) -> None:
+    """An update that moves every weight, experts included."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, device=p.device, generator=g, dtype=p.dtype))
+
+
+def route_agreement(model, samples, group_size: int) -> float:
+    """Fraction of (token, MoE layer) whose engine top-k set is the HF router's on the same tokens."""
+    batch = RolloutBatch.from_samples(samples, torch.zeros(len(samples)), group_size, 0, 1.0, 0)
+    hooks = RouterHooks(model)
+    ids, attention = batch.input_ids.cuda(), batch.attention_mask.cuda()
+    with torch.no_grad(), hooks.record(ids):
+        model(input_ids=ids, attention_mask=attention)
+    needed = routed_positions(attention)
+    assert (batch.routes.cuda()[needed] >= 0).all()  # every token but the last has a route
+    assert (batch.routes[~needed.cpu()] == -1).all()
+    return routes_match(hooks.own, batch.routes.cuda())[needed].float().mean().item()
+
+
+@pytest.fixture(scope="module")
+def float32_engine(tiny_model_path):
+    engine = VLLMEngine(max_new_tokens=48, dtype="float32", seed=3, kv_cache_memory_bytes=KV)
+    engine.start(tiny_model_path, max_model_len=128)
+    yield engine
+    engine.close()
+
+
+def test_float32_engine_matches_the_float32_policy_before_and_after_a_sync(float32_engine, tiny_model_path, tokenizer):
+    """The float32 engine is the "no mismatch" control: log mu_old equals the HF policy's log-prob on the
+    same GPU to float32 rounding, also after a weight sync with prompts longer than one KV block."""
+    model = policy(tiny_model_path)
+    ids = prompts(tokenizer)
+    samples = float32_engine.generate(ids, group_size=4, step=0)
+    assert max(len(p) for p in ids) > 16 and len(samples) == 12
+    before = logprob_gap(model, samples, 4)
+    print(f"float32 engine vs float32 policy: max |d log p| {before.max():.2e}, mean {before.mean():.2e}")
+    assert before.max() < 1e-4
+    perturb_(model)
+    assert logprob_gap(model, samples, 4).max() > 0.05  # the old samples are stale now
+    float32_engine.sync(model.state_dict().items(), version=1)
+    after = logprob_gap(model, float32_engine.generate(ids, group_size=4, step=1), 4)
+    print(f"after a sync: max |d log p| {after.max():.2e}")
+    assert after.max() < 1e-4
+
+
+def test_same_step_and_seed_give_the_same_samples(float32_engine, tokenizer):
+    ids = prompts(tokenizer)
+    first = float32_engine.generate(ids, group_size=2, step=7)
+    again = float32_engine.generate(ids, group_size=2, step=7)
+    other = float32_engine.generate(ids, group_size=2, step=8)
+    assert [s.response_ids for s in first] == [s.response_ids for s in again]
+    assert [s.logprobs for s in first] == [s.logprobs for s in again]
+    assert [s.response_ids for s in first] != [s.response_ids for s in other]
+
+
+@pytest.mark.parametrize("eager", [True, False], ids=["eager", "cuda-graphs"])
+def test_bfloat16_engine_samples_near_the_policy(tiny_model_path, tokenizer, eager):
+    """bfloat16 rollouts (eager and with CUDA graphs) against the float32 policy: a real but small gap."""
+    engine = VLLMEngine(max_new_tokens=48, dtype="bfloat16", seed=3, kv_cache_memory_bytes=KV, enforce_eager=eager)
+    engine.start(tiny_model_path, max_model_len=128)
+    samples = engine.generate(prompts(tokenizer), group_size=8, step=0)
+    engine.close()
+    assert all(1 <= len(s.response_ids) == len(s.logprobs) <= 48 for s in samples)
+    gap = logprob_gap(policy(tiny_model_path), samples, 8)
+    print(f"bfloat16 engine ({'eager' if eager else 'CUDA graphs'}) vs float32 policy: mean {gap.mean():.4f}")
+    assert 1e-4 < gap.mean().item() < 0.05
+
+
+@pytest.mark.parametrize(
+    ("dtype", "eager", "prefix_caching"),
+    [("float32", True, None), ("float32", True, True), ("bfloat16", False, None)],
+    ids=["float32-eager", "float32-prefix-cached", "bfloat16-cuda-graphs"],
+)
+def test_r3_routes_are_the_hf_routers_choice_before_and_after_a_sync(
+    tiny_model_path, tokenizer, dtype, eager, prefix_caching
+):
+    """vLLM's own routes (``enable_return_routed_experts``) of every prompt and response token but the last,
+    against the HF router on the same tokens and weights, before and after a sync; with prefix caching on,
+    the G samples of a prompt share its cached blocks, whose routes come from the request that computed
+    them. A float32 engine agrees on nearly every choice (near-ties aside); bfloat16 on most."""
+    engine = VLLMEngine(
+        max_new_tokens=32,
+        dtype=dtype,
+        seed=3,
+        kv_cache_memory_bytes=KV,
+        enforce_eager=eager,
+        prefix_caching=prefix_caching,
+        return_routes=True,
+    )
+    engine.start(tiny_model_path, max_model_len=128)
+    model = policy(tiny_model_path)
+    floor = 0.99 if dtype == "float32" else 0.95
+    for step in (0, 1):
+        if step:
+            perturb_(model, seed=1)
+            engine.sync(model.state_dict().items(), version=step)
+        samples = engine.generate(prompts(tokenizer), group_size=4, step=step)
+        agreement = route_agreement(model, samples, 4)
+        print(f"{dtype} routes, step {step}: agreement {agreement:.4f}")
+        assert agreement > floor
+    evaluation = engine.generate(prompts(tokenizer), group_size=2, step=2, sampling=Sampling(max_new_tokens=8))
+    assert all(s.routes is None for s in evaluation)
+    engine.close()
+
+
+def test_routes_of_a_model_with_dense_layers_are_its_moe_layers(tiny_model_path, tokenizer, tmp_path):
+    """Qwen3-MoE with ``mlp_only_layers`` [1]: vLLM returns a column per hidden layer (the dense one empty);
+    the engine keeps the 3 MoE layers', matching the HF router of each."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
+    config = model.config
+    config.mlp_only_layers = [1]
+    dense_layer = AutoModelForCausalLM.from_config(config)
+    dense_layer.load_state_dict(model.state_dict(), strict=False)  # layer 1's MLP is new and dense
+    dense_layer.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    engine = VLLMEngine(max_new_tokens=24, seed=3, kv_cache_memory_bytes=KV, return_routes=True)
+    engine.start(str(tmp_path), max_model_len=128)
+    samples = engine.generate(prompts(tokenizer), group_size=2, step=0)
+    engine.close()
+    assert samples[0].routes.shape[1:] == (3, 2)
+    assert route_agreement(policy(str(tmp_path)), samples, 2) > 0.99
+
+
+@pytest.mark.parametrize("scheme", ["fp8_per_tensor", "fp8_per_channel"])
+def test_fp8_engine_after_a_sync_samples_what_a_fresh_engine_on_the_synced_weights_samples(
+    tiny_model_path, tokenizer, tmp_path, scheme
+):
+    """vLLM re-quantizes synced weights as it quantizes loaded ones: same tokens, same log-probs."""
+    synced = VLLMEngine(max_new_tokens=32, dtype="bfloat16", seed=5, kv_cache_memory_bytes=KV, quantization=scheme)
+    synced.start(tiny_model_path, max_model_len=128)
+    model = policy(tiny_model_path, dtype=torch.bfloat16)
+    perturb_(model, seed=2)
+    synced.sync(model.state_dict().items(), version=1)
+    from_sync = synced.generate(prompts(tokenizer), group_size=4, step=1)
+    synced.close()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    fresh = VLLMEngine(max_new_tokens=32, dtype="bfloat16", seed=5, kv_cache_memory_bytes=KV, quantization=scheme)
+    fresh.start(str(tmp_path), max_model_len=128)
+    from_start = fresh.generate(prompts(tokenizer), group_size=4, step=1)
+    fresh.close()
+    assert [s.response_ids for s in from_sync] == [s.response_ids for s in from_start]
+    assert np.array_equal(
+        np.concatenate([s.logprobs for s in from_sync]), np.concatenate([s.logprobs for s in from_start])
+    )
+    gap = logprob_gap(model.float(), from_sync, 4)
+    print(f"{scheme} engine vs the bfloat16 policy (in float32): mean |d log p| {gap.mean():.4f}")
+    assert gap.mean() > 1e-3  # FP8 is a real mismatch
+
+
+def test_close_frees_the_gpu_memory_for_the_next_engine(tiny_model_path, tokenizer):
+    """An engine sized by ``gpu_memory_utilization`` takes ~12 GiB of KV cache; closed, it gives it back,
+    and a second engine in the same process passes vLLM's memory check."""
+    free_before = torch.cuda.mem_get_info()[0]
+    engine = VLLMEngine(max_new_tokens=16, dtype="bfloat16", gpu_memory_utilization=0.15)
+    engine.start(tiny_model_path, max_model_len=128)
+    held = free_before - torch.cuda.mem_get_info()[0]
+    engine.close()
+    left = free_before - torch.cuda.mem_get_info()[0]
+    print(f"engine held {held / 2**30:.2f} GiB; after close {left / 2**30:.2f} GiB")
+    assert held > 5 * 2**30 and left < 0.5 * 2**30
+    engine.start(tiny_model_path, max_model_len=128)
+    assert len(engine.generate(prompts(tokenizer), group_size=2, step=0)) == 6
+    engine.close()
