@@ -19,8 +19,7 @@ ROWS = [  # (engine dtype, quantization, TRITON_F32_DEFAULT)
     ("float32", None, "ieee"),
     ("bfloat16", None, "ieee"),
     ("bfloat16", "fp8_per_tensor", "ieee"),
-    ("bfloat16", "fp8_per_channel", "ieee"),
-]
+]  # fp8_per_channel needs vLLM >= 0.33
 
 
 def measure(dtype: str, quantization: str | None) -> dict:

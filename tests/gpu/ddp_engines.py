@@ -37,7 +37,7 @@ class Placement(L.Callback):
         report = {
             "rank": trainer.global_rank,
             "engine_device": placed,
-            "current_device": torch.cuda.current_device(),
+            "current_device": torch.cuda.current_device() if torch.cuda.is_available() else None,
             "allocated_gib": [torch.cuda.memory_reserved(d) / 2**30 for d in range(torch.cuda.device_count())],
             "metrics": {k: float(v) for k, v in trainer.logged_metrics.items()},
         }
@@ -49,6 +49,7 @@ def main() -> None:
     parser.add_argument("out")
     parser.add_argument("--devices", type=int, default=2)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--accelerator", default="gpu", help="cpu: a check of this script without GPUs")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -56,13 +57,13 @@ def main() -> None:
     module = PolicyModule(str(REPO / "data" / "tiny-qwen3-moe-sft-format"), micro_batch_size=64)
     data = RolloutDataModule(
         ReasoningGymPrompts(["basic_arithmetic", "chain_sum"], size=256, seed=100000, max_terms=3, max_digits=2),
-        VLLMEngine(max_new_tokens=64, dtype="bfloat16", gpu_memory_utilization=0.2),
+        VLLMEngine(max_new_tokens=64, dtype="bfloat16" if args.accelerator == "gpu" else "float32"),
         prompts_per_step=16,
         group_size=8,
         max_prompt_tokens=128,
     )
     trainer = L.Trainer(
-        accelerator="gpu",
+        accelerator=args.accelerator,
         devices=args.devices,
         strategy="ddp" if args.devices > 1 else "auto",
         max_steps=args.steps,

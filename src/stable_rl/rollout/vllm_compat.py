@@ -5,12 +5,14 @@ CUDA by reading their source. ``SUPPORTED`` is the range the ``vllm`` extra allo
 """
 
 import gc
+import logging
 from dataclasses import dataclass
 
 from packaging.version import Version
 
 SUPPORTED = ">=0.26,<0.34"
 AUX_OUTPUT = Version("0.32")  # routed experts come through the AuxOutput connector from here on
+PER_CHANNEL_FP8 = Version("0.33")  # 0.26-0.32 fail loading it: the Cutlass kernel sets weight_loader twice
 
 # Online FP8 of a 16-bit checkpoint: vLLM >= 0.26 names its schemes; 0.33 deprecates "fp8" for
 # "fp8_per_tensor" (what "fp8" always meant online). "fp8_per_channel": one scale per output channel of
@@ -47,6 +49,16 @@ class VLLMPlatform:
         other ranks' schedulers fail an assertion ("auxiliary output worker output is missing"). 0.26 returns
         them on every rank; the CPU router hook runs in every process."""
         return self.cpu or self.version < AUX_OUTPUT
+
+    def check_fp8(self, scheme: str | None) -> None:
+        """Refuse an FP8 scheme this vLLM cannot load: online ``fp8_per_channel`` fails in 0.26-0.32 on GPUs
+        ("Overwriting existing tensor attribute: weight_loader", kernels/linear/scaled_mm/cutlass.py, seen on an
+        H100 with 0.26; 0.33 assigns the loader instead)."""
+        if scheme == "fp8_per_channel" and not self.cpu and self.version < PER_CHANNEL_FP8:
+            raise ValueError(
+                f"quantization='fp8_per_channel' needs vLLM >= {PER_CHANNEL_FP8} (vLLM {self.version} fails loading "
+                "it): use quantization: fp8_per_tensor, or upgrade vLLM"
+            )
 
 
 def fp8_scheme(quantization: str | None, dtype: str) -> str | None:
@@ -94,3 +106,23 @@ def collect_memory() -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+class AliasedExpertsWarning(logging.Filter):
+    """Drops vLLM 0.26's warning after every unquantized weight sync of an MoE model that its experts "were not
+    loaded from checkpoint": the names it lists (``...mlp.experts.routed_experts.w13_weight``) are a second
+    path to the experts' weights, which were loaded (tests/gpu: log-probs after a sync that moved every expert
+    match the policy to 2e-6)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Following weights were not loaded from checkpoint"):
+            return True
+        names = record.args[0] if isinstance(record.args, tuple) and record.args else ()
+        return not names or not all(".routed_experts." in name for name in names)
+
+
+def quiet_aliased_experts_warning() -> None:
+    """Install ``AliasedExpertsWarning`` on vLLM's model-runner logger (once)."""
+    runner = logging.getLogger("vllm.v1.worker.gpu_model_runner")
+    if not any(isinstance(f, AliasedExpertsWarning) for f in runner.filters):
+        runner.addFilter(AliasedExpertsWarning())

@@ -11,7 +11,13 @@ from torch import Tensor
 
 from stable_rl.rng import preserved_rng
 from stable_rl.rollout.engine import Dtype, RolloutEngine, Sample, Sampling
-from stable_rl.rollout.vllm_compat import VLLMPlatform, collect_memory, fp8_scheme, shut_down
+from stable_rl.rollout.vllm_compat import (
+    VLLMPlatform,
+    collect_memory,
+    fp8_scheme,
+    quiet_aliased_experts_warning,
+    shut_down,
+)
 from stable_rl.rollout.vllm_routes import NUMPY_ROUTE_DTYPE, VLLMRouteCapture
 from stable_rl.routing import moe_layers_of
 
@@ -33,7 +39,7 @@ class VLLMEngine(RolloutEngine):
             Alone (one training process), ``tensor_parallel_size`` must be 1: vLLM would run its workers in
             other processes, which the in-place weight sync cannot reach.
         quantization: FP8 rollouts of a bfloat16/float16 engine (the paper's mismatch; Hopper GPUs and newer):
-            "fp8_per_tensor" (alias "fp8") or "fp8_per_channel"; weights are quantized as they are loaded,
+            "fp8_per_tensor" (alias "fp8") or "fp8_per_channel" (vLLM >= 0.33); weights are quantized as they are loaded,
             also after each sync. None = ``dtype``.
         prefix_caching: reuse the KV (and routes) of prompt prefixes that G samples share; None: on only
             where the installed vLLM needs it to return routes (>= 0.32 on GPUs), so samples never depend on
@@ -129,6 +135,7 @@ class VLLMEngine(RolloutEngine):
         # Every in-place reload warns that the rotary embedding's cos/sin cache got no weights: it has none
         # to get (it is computed, not learned) and vLLM puts it back.
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
+        quiet_aliased_experts_warning()
         if not platform.cpu:
             self._check_device()
         if self.return_routes and platform.cpu:
@@ -149,6 +156,7 @@ class VLLMEngine(RolloutEngine):
                 f"trainer.devices: {self.tensor_parallel_size} (a multiple of it) so that many training processes "
                 "share one engine, each its tensor-parallel worker; or tensor_parallel_size: 1"
             )
+        platform.check_fp8(self.fp8_scheme)
         caching = self._prefix_caching(platform)
         options = {"enable_prefix_caching": caching, "quantization": self.fp8_scheme}
         if self.kv_cache_memory_bytes is not None:

