@@ -1,6 +1,6 @@
-"""The multi-node recipe (recipes/large/qwen3_30b_a3b.yaml) is not run here: it parses into the real
-objects (on CPU instead of GPUs), and its sizes pass the checks a run makes, on every process, for the
-paper's N = 1, 2, 4, 8."""
+"""The GPU recipes are not run here (recipes/gpu ran on an H100: benchmarks/RESULTS.md): they parse into
+the real objects (on CPU instead of GPUs), and the multi-node recipe's (recipes/large/qwen3_30b_a3b.yaml)
+sizes pass the checks a run makes, on every process, for the paper's N = 1, 2, 4, 8."""
 
 import shlex
 from pathlib import Path
@@ -73,3 +73,15 @@ def test_every_process_gets_whole_groups_and_even_batches_for_each_n(in_repo, n,
     checkpoints = [c for c in trainer.callbacks if type(c).__name__ == "ModelCheckpoint"]
     assert all(c._every_n_train_steps % n == 0 for c in checkpoints)  # at global-step boundaries
     assert trainer.max_steps % n == 0
+
+
+def test_the_gpu_recipes_build(in_repo):
+    """recipes/gpu: MiniRL + R3 from bfloat16 vLLM rollouts with CUDA graphs; the overlay makes them FP8."""
+    base = ["--config=recipes/gpu/minirl_r3.yaml", "--trainer.accelerator=cpu"]
+    cli = main(base, run=False)
+    engine = cli.datamodule.engine
+    assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == ["R3"]
+    assert isinstance(engine, VLLMEngine) and engine.dtype == "bfloat16" and not engine.enforce_eager
+    assert engine.fp8_scheme is None and cli.trainer.max_steps >= 50
+    fp8 = main([*base, "--config=recipes/gpu/fp8.yaml"], run=False).datamodule.engine
+    assert fp8.fp8_scheme == "fp8_per_tensor" and fp8.dtype == "bfloat16" and not fp8.enforce_eager

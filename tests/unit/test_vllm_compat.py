@@ -99,7 +99,7 @@ def test_tensor_parallelism_in_one_process_is_refused():
 def test_fp8_schemes_by_name_and_version():
     assert fp8_scheme("fp8", "bfloat16") == fp8_scheme("fp8_per_tensor", "float16") == "fp8_per_tensor"
     assert fp8_scheme("fp8_per_channel", "bfloat16") == "fp8_per_channel" and fp8_scheme(None, "float32") is None
-    with pytest.raises(ValueError, match="set data.engine.init_args.dtype: bfloat16"):
+    with pytest.raises(ValueError, match=r"set data\.engine\.init_args\.dtype: bfloat16"):
         VLLMEngine(dtype="float32", quantization="fp8")
     with pytest.raises(ValueError, match=r"'int4'.*\['fp8', 'fp8_per_channel', 'fp8_per_tensor'\]"):
         fp8_scheme("int4", "bfloat16")
@@ -129,3 +129,15 @@ def test_only_the_aliased_experts_warning_is_dropped():
     assert not keep.filter(record({"model.layers.0.mlp.experts.routed_experts.w2_weight"}))
     assert keep.filter(record({"model.layers.0.mlp.experts.routed_experts.w2_weight", "lm_head.weight"}))
     assert keep.filter(logging.LogRecord("vllm", logging.WARNING, "", 0, "something else", (), None))
+
+
+def test_the_vllm_extra_allows_the_checked_versions():
+    import tomllib
+    from pathlib import Path
+
+    from stable_rl.rollout.vllm_compat import SUPPORTED
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert pyproject["project"]["optional-dependencies"]["vllm"] == [f"vllm{SUPPORTED}"]
+    assert GPU_026.checked and GPU_033.checked and CPU_032.checked
+    assert not VLLMPlatform(Version("0.25"), cpu=False).checked and not VLLMPlatform(Version("0.34"), cpu=False).checked

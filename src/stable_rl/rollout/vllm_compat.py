@@ -8,6 +8,7 @@ import gc
 import logging
 from dataclasses import dataclass
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 SUPPORTED = ">=0.26,<0.34"
@@ -33,6 +34,11 @@ class VLLMPlatform:
         from vllm.platforms import current_platform
 
         return cls(Version(Version(vllm.__version__).base_version), current_platform.is_cpu())
+
+    @property
+    def checked(self) -> bool:
+        """Whether this release is in the range stable-rl has checked (``SUPPORTED``)."""
+        return self.version in SpecifierSet(SUPPORTED)
 
     @property
     def routes_need_prefix_caching(self) -> bool:

@@ -12,6 +12,7 @@ from torch import Tensor
 from stable_rl.rng import preserved_rng
 from stable_rl.rollout.engine import Dtype, RolloutEngine, Sample, Sampling
 from stable_rl.rollout.vllm_compat import (
+    SUPPORTED,
     VLLMPlatform,
     collect_memory,
     fp8_scheme,
@@ -112,6 +113,12 @@ class VLLMEngine(RolloutEngine):
         from vllm import LLM
 
         platform = VLLMPlatform.installed()
+        if not platform.checked:
+            logging.getLogger(__name__).warning(
+                "vLLM %s is outside the releases stable-rl has checked (%s): see README, 'On GPUs'",
+                platform.version,
+                SUPPORTED,
+            )
         options = self._options(platform, max_model_len)
         if self.return_routes and not platform.cpu:
             self.moe_layers = moe_layers_of(model_path)  # also refuses a dense model before vLLM starts
