@@ -113,3 +113,20 @@ class AvgAtK(PassAtK):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(k=1, **kwargs)
+
+
+class ProblemCount(Metric):
+    """How many problems a validation evaluated, summed over processes (a benchmark's size after training
+    questions are removed; processes sharing a vLLM engine each count its problems); ``update(correct [P, n])``."""
+
+    full_state_update = False
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.add_state("problems", default=torch.tensor(0), dist_reduce_fx="sum")
+
+    def update(self, correct: Tensor) -> None:
+        self.problems += correct.shape[0]
+
+    def compute(self) -> Tensor:
+        return self.problems.float()

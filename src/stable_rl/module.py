@@ -29,7 +29,7 @@ from torch.distributed.tensor import DTensor
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.health import PARTS, health_metrics
 from stable_rl.hf_policy import Dtype, HFPolicyModule
-from stable_rl.metrics import AvgAtK, PassAtK, StepMetrics, token_kl
+from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_kl
 from stable_rl.objectives import MiniRL, Objective
 from stable_rl.rollout import EvalBatch, RolloutBatch
 from stable_rl.timing import timed
@@ -104,7 +104,7 @@ class PolicyModule(HFPolicyModule):
         self._validation_seconds = 0.0
         self.automatic_optimization = False
         self.step_metrics = StepMetrics()
-        self.eval_metrics: dict[str, dict[str, AvgAtK | PassAtK]] = {}
+        self.eval_metrics: dict[str, dict[str, PassAtK | ProblemCount]] = {}
 
     def batch_logprobs(self, batch: RolloutBatch, entropy: bool = True) -> tuple[Tensor, Tensor | None]:
         """Position-aligned log pi and entropy (None with ``entropy=False``), [M, L] each, at the batch's
@@ -238,7 +238,8 @@ class PolicyModule(HFPolicyModule):
                 skipped += 1
                 continue
             self.nonfinite_in_row = 0
-            if self.max_grad_norm is not None:
+            if self.max_grad_norm is not None:  # the fraction of updates whose direction alone is kept
+                self.step_metrics.mean("grad_clipped", (grad_norm > self.max_grad_norm).float())
                 self.clip_gradients(optimizer, gradient_clip_val=self.max_grad_norm, gradient_clip_algorithm="norm")
             optimizer.step()
             if scheduler is not None:
@@ -347,7 +348,7 @@ class PolicyModule(HFPolicyModule):
         n = batch.rewards.shape[-1]
         if batch.benchmark not in self.eval_metrics:
             ks = [2**i for i in range(n.bit_length()) if 2**i <= n]
-            metrics = {f"avg@{n}": AvgAtK()} | {f"pass@{k}": PassAtK(k) for k in ks}
+            metrics = {f"avg@{n}": AvgAtK()} | {f"pass@{k}": PassAtK(k) for k in ks} | {"problems": ProblemCount()}
             self.eval_metrics[batch.benchmark] = {name: m.to(self.device) for name, m in metrics.items()}
         for metric in self.eval_metrics[batch.benchmark].values():
             metric.update(batch.rewards)

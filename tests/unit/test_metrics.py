@@ -53,6 +53,8 @@ def test_validation_logs_avg_and_pass_at_k_of_fixed_generations(tiny_model_path)
             "val/asdiv/pass@1": 0.5,
             "val/asdiv/pass@2": 5 / 6,
             "val/asdiv/pass@4": 1.0,
+            "val/heldout/problems": 3,  # what was evaluated, logged with every validation
+            "val/asdiv/problems": 1,
         }
     )
     assert module.eval_metrics == {}  # the next validation starts afresh

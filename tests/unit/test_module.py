@@ -63,6 +63,17 @@ def test_micro_batch_size_does_not_change_the_update(tiny_model_path, objective)
     torch.testing.assert_close(split, whole, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(("max_grad_norm", "clipped"), [(1e-6, 1.0), (1e6, 0.0)])
+def test_the_fraction_of_clipped_updates_is_logged(tiny_model_path, max_grad_norm, clipped):
+    """The 4 updates of a global step: a threshold below every gradient norm rescales all of them, one
+    above every norm none; ``train/grad_clipped`` is the fraction."""
+    batch = fixed_batch(vocab=2048)
+    module = PolicyModule(tiny_model_path, mini_batch_size=2, max_grad_norm=max_grad_norm)
+    metrics = train_on(batch, module, steps=4).trainer.callback_metrics
+    assert 1e-6 < metrics["train/grad_norm"].item() < 1e6
+    assert metrics["train/grad_clipped"].item() == clipped
+
+
 def test_n_mini_batches_make_n_updates(tiny_model_path):
     batch = fixed_batch(vocab=2048)
     module = PolicyModule(tiny_model_path, mini_batch_size=2)
