@@ -62,3 +62,21 @@ def tiny_dense_path(tmp_path_factory, tiny_model_path) -> str:
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         shutil.copy(f"{tiny_model_path}/{name}", path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def tiny_partly_dense_path(tmp_path_factory, tiny_model_path, tokenizer) -> str:
+    """The tiny Qwen3-MoE with ``mlp_only_layers`` [1]: 3 MoE layers of 4, layer 1's MLP new and dense."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = tmp_path_factory.mktemp("tiny-partly-dense")
+    config = AutoConfig.from_pretrained(tiny_model_path)
+    config.mlp_only_layers = [1]
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    trained = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).state_dict()
+    model.load_state_dict(trained, strict=False)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)

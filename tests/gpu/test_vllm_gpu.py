@@ -150,22 +150,15 @@ def test_r3_routes_are_the_hf_routers_choice_before_and_after_a_sync(
     engine.close()
 
 
-def test_routes_of_a_model_with_dense_layers_are_its_moe_layers(tiny_model_path, tokenizer, tmp_path):
+def test_routes_of_a_model_with_dense_layers_are_its_moe_layers(tiny_partly_dense_path, tokenizer):
     """Qwen3-MoE with ``mlp_only_layers`` [1]: vLLM returns a column per hidden layer (the dense one empty);
     the engine keeps the 3 MoE layers', matching the HF router of each."""
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
-    config = model.config
-    config.mlp_only_layers = [1]
-    dense_layer = AutoModelForCausalLM.from_config(config)
-    dense_layer.load_state_dict(model.state_dict(), strict=False)  # layer 1's MLP is new and dense
-    dense_layer.save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
     engine = VLLMEngine(max_new_tokens=24, seed=3, kv_cache_memory_bytes=KV, return_routes=True)
-    engine.start(str(tmp_path), max_model_len=128)
+    engine.start(tiny_partly_dense_path, max_model_len=128)
     samples = engine.generate(prompts(tokenizer), group_size=2, step=0)
     engine.close()
     assert samples[0].routes.shape[1:] == (3, 2)
-    assert route_agreement(policy(str(tmp_path)), samples, 2) > 0.99
+    assert route_agreement(policy(tiny_partly_dense_path), samples, 2) > 0.99
 
 
 @pytest.mark.parametrize("scheme", ["fp8_per_tensor", "fp8_per_channel"])

@@ -136,20 +136,14 @@ def test_routes_are_the_hf_routers_own_choice(engine_cls, tiny_model, tokenizer,
     engine.close()
 
 
-def test_routes_of_a_model_with_dense_layers_are_its_moe_layers(engine_cls, tiny_model, tokenizer, tmp_path):
+def test_routes_of_a_model_with_dense_layers_are_its_moe_layers(engine_cls, tiny_partly_dense_path, tokenizer):
     """Qwen3-MoE with ``mlp_only_layers`` [1] (3 MoE layers of 4): each engine returns the routes of the MoE
     layers, the HF router's own choice on the same tokens."""
     from transformers import AutoModelForCausalLM
 
-    config = tiny_model.config
-    config.mlp_only_layers = [1]
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config)
-    model.load_state_dict(tiny_model.state_dict(), strict=False)  # layer 1's MLP is new and dense
-    model.save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(tiny_partly_dense_path, dtype=torch.float32)
     engine = engine_cls(max_new_tokens=16, seed=3, return_routes=True)
-    engine.start(str(tmp_path), max_model_len=128)
+    engine.start(tiny_partly_dense_path, max_model_len=128)
     samples = engine.generate(prompts(tokenizer), group_size=2, step=0)
     engine.close()
     batch = RolloutBatch.from_samples(samples, torch.zeros(len(samples)), 2, 0, 1.0, 0)

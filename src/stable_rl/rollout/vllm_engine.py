@@ -77,6 +77,7 @@ class VLLMEngine(RolloutEngine):
         self.fp8_scheme = fp8_scheme(quantization, dtype)
         self.prefix_caching = prefix_caching
         self.moe_layers: list[int] | None = None  # decoder layers whose route columns vLLM fills (GPU routes)
+        self.platform: VLLMPlatform | None = None  # the installed vLLM, read at start
         self.placement: tuple[int, int, int] = (0, 0, 1)  # (process, local process, processes)
         self.llm = None
         self.capture: VLLMRouteCapture | None = None  # CPU route capture, when returning routes
@@ -124,7 +125,7 @@ class VLLMEngine(RolloutEngine):
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # no INFO line per weight sync
         from vllm import LLM
 
-        platform = VLLMPlatform.installed()
+        self.platform = platform = VLLMPlatform.installed()
         if not platform.checked:
             logging.getLogger(__name__).warning(
                 "vLLM %s is outside the releases stable-rl has checked (%s): see README, 'On GPUs'",
@@ -244,15 +245,13 @@ class VLLMEngine(RolloutEngine):
             self.close()
             raise RuntimeError(
                 f"vLLM placed this process's engine on {placed}, not on the process's device {expected} (vLLM "
-                f"{VLLMPlatform.installed().version} did not honour device_ids / LOCAL_RANK): start each process "
+                f"{self.platform.version} did not honour device_ids / LOCAL_RANK): start each process "
                 "with CUDA_VISIBLE_DEVICES set to its own GPU"
             )
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
-        from vllm.platforms import current_platform
-
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(named_tensors)})
-        if current_platform.is_cpu():
+        if self.platform.cpu:
             self.llm.apply_model(_repack_cpu_experts)
         if self.llm.reset_prefix_cache() is False:  # KV (and routes) of the old weights must never be reused
             raise RuntimeError("vLLM could not reset its prefix cache after a weight sync (requests in flight?)")
