@@ -2,6 +2,9 @@
 and a markdown table of each metric's peak and final value per run.
 
     stable-rl-report runs/minirl/version_0 runs/minirl_no_is/version_0 --out docs/report
+
+With ``--frontier`` the runs are learning-rate-ramp runs and the report is their stability frontier
+(``stable_rl.frontier``); ``--pair unstable:stable`` judges a pair of variants by the decision rule.
 """
 
 import argparse
@@ -103,7 +106,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="CSVLogger version directories")
     parser.add_argument("--out", type=Path, default=Path("report"), help="folder for the figures and report.md")
+    parser.add_argument("--frontier", action="store_true", help="the runs ramp the learning rate: where each collapsed")
+    parser.add_argument(
+        "--pair", nargs="*", default=[], metavar="UNSTABLE:STABLE", help="variants to judge by the decision rule"
+    )
     args = parser.parse_args(argv)
+    if args.frontier:
+        from stable_rl.frontier import frontier_report
+
+        pairs = [tuple(pair.split(":", 1)) for pair in args.pair]
+        if bad := [pair for pair in pairs if len(pair) != 2]:
+            parser.error(f"--pair takes UNSTABLE:STABLE variant names, got {bad}")
+        outcomes = frontier_report(args.runs, args.out, pairs)
+        print(f"wrote frontier.png, aligned.png and frontier.md for {len(outcomes)} runs to {args.out}")
+        return
     plotted = report(args.runs, args.out)
     print(f"wrote {', '.join(f'{f}.png' for f in plotted)} and report.md to {args.out}")
 

@@ -16,7 +16,9 @@ from stable_rl.checkpoint_io import AtomicCheckpointIO
 from stable_rl.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-RECIPES = sorted(p for p in (REPO / "recipes").glob("**/*.yaml") if not {"large", "gpu"} & set(p.parts))  # GPUs only
+RECIPES = sorted(
+    p for p in (REPO / "recipes").glob("**/*.yaml") if not {"large", "gpu", "frontier"} & set(p.parts)
+)  # GPUs only
 SMALL = [
     "--data.init_args.prompts_per_step=2",
     "--data.init_args.group_size=2",

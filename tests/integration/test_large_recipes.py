@@ -1,14 +1,18 @@
 """The GPU recipes are not run here (recipes/gpu ran on an H100: benchmarks/RESULTS.md): they parse into
 the real objects (on CPU instead of GPUs), and the multi-node recipe's (recipes/large/qwen3_30b_a3b.yaml)
-sizes pass the checks a run makes, on every process, for the paper's N = 1, 2, 4, 8."""
+sizes pass the checks a run makes, on every process, for the paper's N = 1, 2, 4, 8. So do the stability
+frontier's recipes (recipes/frontier)."""
 
 import shlex
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
+from lightning.pytorch.callbacks import LearningRateMonitor
+from torch.optim.lr_scheduler import ExponentialLR
 
-from stable_rl.callbacks import RoutingReplay
+from stable_rl.callbacks import InstabilityMonitor, RoutingReplay
 from stable_rl.cli import main
 from stable_rl.data.prompt_batches import PromptBatches
 from stable_rl.objectives import MiniRL
@@ -85,3 +89,42 @@ def test_the_gpu_recipes_build(in_repo):
     assert engine.fp8_scheme is None and cli.trainer.max_steps >= 50
     fp8 = main([*base, "--config=recipes/gpu/fp8.yaml"], run=False).datamodule.engine
     assert fp8.fp8_scheme == "fp8_per_tensor" and fp8.dtype == "bfloat16" and not fp8.enforce_eager
+
+
+@pytest.mark.parametrize(
+    ("overlays", "dtype", "scheme", "train_infer_is", "length_norm", "replay"),
+    [
+        ([], "bfloat16", "fp8_per_tensor", True, False, []),
+        (
+            ["recipes/paper/minirl_no_is.yaml", "recipes/paper/minirl_r3.yaml"],
+            "bfloat16",
+            "fp8_per_tensor",
+            False,
+            False,
+            ["R3"],
+        ),
+        (["recipes/paper/minirl_length_norm.yaml"], "bfloat16", "fp8_per_tensor", True, True, []),
+        (["recipes/frontier/exact.yaml"], "float32", None, True, False, []),
+    ],
+)
+def test_the_frontier_recipes_build(in_repo, overlays, dtype, scheme, train_infer_is, length_norm, replay):
+    """recipes/frontier: a learning-rate ramp x2 per 20 updates, stopped by the collapse criterion; the
+    grid's overlays make the variants, exact.yaml the float32 control."""
+    args = ["--config=recipes/frontier/onpolicy_fp8.yaml", *(f"--config={o}" for o in overlays)]
+    cli = main([*args, "--trainer.accelerator=cpu"], run=False)
+    engine, module = cli.datamodule.engine, cli.model
+    assert (engine.dtype, engine.fp8_scheme) == (dtype, scheme)
+    assert (module.objective.train_infer_is, module.objective.length_norm) == (train_infer_is, length_norm)
+    assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == replay
+    (monitor,) = [c for c in cli.trainer.callbacks if isinstance(c, InstabilityMonitor)]
+    assert monitor.stop and monitor.thresholds == {
+        "min_entropy": 0.02,
+        "max_entropy": 1.5,
+        "max_kl": 0.05,
+        "reward_drop": 0.5,
+        "max_skipped_updates": 0.0,
+    }
+    assert any(isinstance(c, LearningRateMonitor) for c in cli.trainer.callbacks)
+    optimizer = torch.optim.AdamW(torch.nn.Linear(1, 1).parameters(), lr=1.0)
+    scheduler = module.lr_scheduler_factory(optimizer)
+    assert isinstance(scheduler, ExponentialLR) and scheduler.gamma**20 == pytest.approx(2.0, rel=1e-12)

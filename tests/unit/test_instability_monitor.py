@@ -31,20 +31,29 @@ def run(monitor, series: dict[str, list[float]]) -> None:
         ({"entropy": [0.5, 0.5, 0.1, 0.02, 0.01, 0.01]}, "entropy_collapse", 5),
         # means: 0.01, 0.055 > 0.05 (1st), 0.1 (2nd): step 3
         ({"kl_k3": [0.01, 0.01, 0.1, 0.1, 0.01, 0.01]}, "kl_spike", 3),
+        # means from step 1: 0.5, 1.5, 2.55 > 2 (1st), 3 (2nd): step 4
+        ({"entropy": [0.5, 0.5, 2.5, 2.6, 3.4, 0.1]}, "entropy_explosion", 4),
+        # means from step 1: 0, 0.5 > 0 (1st), 0.5 (2nd): step 3 (one skipped update is enough)
+        ({"skipped_updates": [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]}, "nonfinite_updates", 3),
     ],
 )
 def test_each_sign_is_raised_after_patience_steps(series, sign, step):
-    monitor = InstabilityMonitor(window=2, patience=2)
+    monitor = InstabilityMonitor(window=2, patience=2, max_entropy=2.0, max_skipped_updates=0.0)
     with pytest.warns(UserWarning, match=f"instability at step {step} for 2 steps"):
         logged = run(monitor, series)
     assert monitor.incidents == [(step, sign)]
-    assert logged == [("train/instability", 1.0)]
+    assert logged == [("train/instability", 1.0), (f"train/instability/{sign}", 1.0)]
 
 
 def test_a_disabled_check_never_fires():
     monitor = InstabilityMonitor(window=2, patience=2, reward_drop=None)
     run(monitor, {"reward": [0.5, 0.6, 0.6, 0.2, 0.1, 0.1]})
     assert monitor.incidents == []
+
+
+def test_a_reward_drop_outside_0_1_is_refused():
+    with pytest.raises(ValueError, match=r"reward_drop=1.5 must be in \(0, 1\), or null"):
+        InstabilityMonitor(reward_drop=1.5)
 
 
 def test_stop_keeps_a_checkpoint_and_ends_training(tiny_model_path, tmp_path):

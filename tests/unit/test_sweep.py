@@ -14,6 +14,7 @@ def test_plan_is_every_recipe_stack_with_every_seed():
         ["recipes/minirl.yaml", "recipes/minirl.yaml recipes/paper/minirl_no_is.yaml"], [0, 3], "out", ["--x=1"]
     )
     assert [run.name for run in runs] == ["minirl-s0", "minirl-s3", "minirl_no_is-s0", "minirl_no_is-s3"]
+
     assert runs[3].command() == [
         sys.executable,
         "-m",
@@ -26,6 +27,11 @@ def test_plan_is_every_recipe_stack_with_every_seed():
         "--trainer.logger.init_args.name=minirl_no_is-s3",
         "--x=1",
     ]
+
+
+def test_orthogonal_overlays_name_a_run_together():
+    stack = "recipes/minirl.yaml recipes/paper/fp8.yaml recipes/paper/minirl_no_is.yaml recipes/paper/minirl_r3.yaml"
+    assert plan([stack], [2], "out", [])[0].name == "fp8+minirl_no_is+minirl_r3-s2"
 
 
 def test_dry_run_prints_the_commands(capsys):

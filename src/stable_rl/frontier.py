@@ -1,0 +1,195 @@
+"""The stability frontier: under a learning-rate ramp, the learning rate at which each run collapsed.
+
+A frontier run ramps the learning rate (e.g. ``ExponentialLR``, doubling every 20 global steps) and stops
+at the first sign of collapse that ``InstabilityMonitor`` raises (``train/instability/<sign>``); Lightning's
+``LearningRateMonitor`` logs the rate (``lr-<optimizer>``). A run that ends without a sign survived up to
+its last rate. ``stable-rl-report --frontier`` reads the runs' CSV logs and writes:
+
+- ``frontier.png``: the collapse learning rate per variant, one dot per seed, the median as a bar,
+  survivors as open triangles at the last rate they reached;
+- ``aligned.png``: reward, entropy, KL k3 and the training-inference gap against steps to the collapse;
+- ``heldout.png``: held-out accuracy per run; ``frontier.md``: the table, and each pair asked for
+  judged by the decision rule of ``separated``.
+"""
+
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from stable_rl.report import plot_family, read_run
+
+ALIGNED = ("train/reward", "train/entropy", "train/kl_k3", "train/health/train_infer_abs", "train/grad_norm")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One frontier run: its variant (the run name less ``-s<seed>``), where it collapsed or how far it got."""
+
+    variant: str
+    seed: int
+    last_step: int
+    last_lr: float
+    collapse_step: int | None = None
+    collapse_lr: float | None = None
+    sign: str | None = None
+
+    @property
+    def frontier_lr(self) -> float:
+        """The collapse learning rate; a survivor's is above every rate it reached (infinity)."""
+        return self.collapse_lr if self.collapse_lr is not None else math.inf
+
+
+def learning_rate(series: dict[str, list[tuple[int, float]]]) -> list[tuple[int, float]]:
+    """The ``lr-*`` series of Lightning's ``LearningRateMonitor`` (the first optimizer's)."""
+    names = sorted(name for name in series if name.startswith("lr-"))
+    if not names:
+        raise ValueError("no lr-* column: add lightning.pytorch.callbacks.LearningRateMonitor to the run's callbacks")
+    return series[names[0]]
+
+
+def rate_at(rates: list[tuple[int, float]], step: int) -> float:
+    """The learning rate logged at ``step`` (the latest one logged up to it)."""
+    return [lr for s, lr in rates if s <= step][-1]
+
+
+def outcome(run_dir: Path) -> Outcome:
+    """Read one CSVLogger version directory (``<save_dir>/<variant>-s<seed>/version_<n>``)."""
+    series = read_run(run_dir)
+    rates = learning_rate(series)
+    variant, _, seed = run_dir.parent.name.rpartition("-s")
+    last_step = max(step for points in series.values() for step, _ in points)
+    signs = [
+        (points[0][0], name.removeprefix("train/instability/"))
+        for name, points in series.items()
+        if name.startswith("train/instability/")
+    ]
+    base = Outcome(
+        variant or run_dir.parent.name, int(seed) if seed.isdigit() else 0, last_step, rate_at(rates, last_step)
+    )
+    if not signs:
+        return base
+    step, sign = min(signs)
+    return Outcome(base.variant, base.seed, last_step, base.last_lr, step, rate_at(rates, step), sign)
+
+
+def median_lr(outcomes: list[Outcome]) -> float:
+    return statistics.median(o.frontier_lr for o in outcomes)
+
+
+def separated(unstable: list[Outcome], stable: list[Outcome], ratio: float = 2.0) -> bool:
+    """The decision rule, fixed before the runs: ``stable`` holds where ``unstable`` collapses when every
+    seed of ``unstable`` collapses below every seed of ``stable`` (survivors above all) and the median
+    collapse learning rates differ by at least ``ratio``."""
+    if not unstable or not stable or any(o.collapse_lr is None for o in unstable):
+        return False
+    return max(o.frontier_lr for o in unstable) < min(o.frontier_lr for o in stable) and median_lr(
+        stable
+    ) >= ratio * median_lr(unstable)
+
+
+def by_variant(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:
+    variants: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        variants.setdefault(o.variant, []).append(o)
+    return variants
+
+
+def table(outcomes: list[Outcome], pairs: list[tuple[str, str]]) -> str:
+    """Markdown: one row per variant (each seed's collapse, the median) and one per pair judged."""
+    lines = [
+        "| variant | seeds | collapses (step: lr, sign) | survivors (last step: lr) | median collapse lr |",
+        "|---|---|---|---|---|",
+    ]
+    for variant, runs in by_variant(outcomes).items():
+        runs = sorted(runs, key=lambda o: o.seed)
+        fell = ", ".join(f"s{o.seed} {o.collapse_step}: {o.collapse_lr:.3g} {o.sign}" for o in runs if o.sign)
+        held = ", ".join(f"s{o.seed} {o.last_step}: {o.last_lr:.3g}" for o in runs if not o.sign)
+        lines.append(f"| {variant} | {len(runs)} | {fell or '-'} | {held or '-'} | {median_lr(runs):.3g} |")
+    if pairs:
+        variants = by_variant(outcomes)
+        lines += ["", "| unstable | stable | median ratio | separated (rule) |", "|---|---|---|---|"]
+        for unstable, stable in pairs:
+            a, b = variants.get(unstable, []), variants.get(stable, [])
+            ratio = median_lr(b) / median_lr(a) if a and b else math.nan
+            lines.append(f"| {unstable} | {stable} | {ratio:.3g} | {'yes' if separated(a, b) else 'no'} |")
+    return "\n".join(lines)
+
+
+def plot_frontier(outcomes: list[Outcome], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = by_variant(outcomes)
+    fig, ax = plt.subplots(figsize=(1.3 * len(variants) + 2, 4))
+    for x, runs in enumerate(variants.values()):
+        for i, o in enumerate(sorted(runs, key=lambda o: o.seed)):
+            dx = (i - (len(runs) - 1) / 2) * 0.08
+            if o.sign:
+                ax.plot(x + dx, o.collapse_lr, "o", color=f"C{x}")
+            else:
+                ax.plot(x + dx, o.last_lr, "^", mfc="none", color=f"C{x}", markersize=8)
+        finite = [o.collapse_lr for o in runs if o.sign]
+        if len(finite) * 2 > len(runs):  # the median is a collapse rate only if most seeds collapsed
+            ax.hlines(median_lr(runs), x - 0.25, x + 0.25, color=f"C{x}", linewidth=2)
+    ax.set_xticks(range(len(variants)), list(variants), rotation=30, ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("learning rate at collapse")
+    ax.set_title("stability frontier (dot: a seed's collapse, bar: median, open triangle: survived to)")
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_aligned(runs: dict[str, dict], outcomes: dict[str, Outcome], path: Path) -> None:
+    """Each collapsed run's health metrics against steps relative to its collapse, coloured by variant."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {variant: f"C{i}" for i, variant in enumerate(dict.fromkeys(o.variant for o in outcomes.values()))}
+    fig, axes = plt.subplots(1, len(ALIGNED), figsize=(4.2 * len(ALIGNED), 3.4))
+    for ax, metric in zip(axes, ALIGNED, strict=True):
+        for label, series in runs.items():
+            o = outcomes[label]
+            if o.collapse_step is None or metric not in series:
+                continue
+            steps, values = zip(*series[metric], strict=True)
+            ax.plot([s - o.collapse_step for s in steps], values, color=colours[o.variant], alpha=0.6, linewidth=1)
+        ax.axvline(0, color="black", linewidth=0.8)
+        ax.set_title(metric, fontsize=9)
+        ax.set_xlabel("steps from the collapse")
+        ax.set_yscale("log" if "kl" in metric or "abs" in metric or "grad" in metric else "linear")
+        ax.grid(alpha=0.3)
+    handles = [plt.Line2D([], [], color=c, label=v) for v, c in colours.items()]
+    fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 6), fontsize=7)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def frontier_report(run_dirs: list[Path], out: Path, pairs: list[tuple[str, str]]) -> list[Outcome]:
+    """Write ``frontier.png``, ``aligned.png``, ``heldout.png`` and ``frontier.md`` into ``out``."""
+    labels = [d.parent.name for d in run_dirs]
+    if len(set(labels)) < len(labels):
+        raise ValueError("two runs share a name: pass one version directory per <variant>-s<seed>")
+    runs = {label: read_run(d) for label, d in zip(labels, run_dirs, strict=True)}
+    outcomes = {label: outcome(d) for label, d in zip(labels, run_dirs, strict=True)}
+    out.mkdir(parents=True, exist_ok=True)
+    plot_frontier(list(outcomes.values()), out / "frontier.png")
+    plot_aligned(runs, outcomes, out / "aligned.png")
+    heldout = sorted(
+        {name for series in runs.values() for name in series if name.startswith("val/") and "avg@" in name}
+    )
+    if heldout:
+        plot_family(runs, heldout, out / "heldout.png")
+    body = table(list(outcomes.values()), pairs)
+    figures = "![frontier](frontier.png)\n\n![aligned](aligned.png)" + (
+        "\n\n![heldout](heldout.png)" if heldout else ""
+    )
+    (out / "frontier.md").write_text(f"# Stability frontier\n\n{figures}\n\n{body}\n")
+    return list(outcomes.values())

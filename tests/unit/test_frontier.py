@@ -1,0 +1,95 @@
+"""The stability frontier from small synthetic CSV logs: each run's collapse, the decision rule, the report."""
+
+import math
+
+import pytest
+
+from stable_rl.frontier import Outcome, outcome, separated
+from stable_rl.report import main
+
+HEADER = (
+    "epoch,step,lr-AdamW,train/reward,train/instability,train/instability/reward_collapse,train/instability/kl_spike\n"
+)
+
+
+def write_run(root, name, rows):
+    run = root / name / "version_0"
+    run.mkdir(parents=True)
+    (run / "metrics.csv").write_text(HEADER + "".join(rows))
+    return run
+
+
+def ramp(collapse: dict[int, str] | None = None, steps: int = 5, lr: float = 1e-4) -> list[str]:
+    """Rows of a run whose rate doubles every step, raising ``collapse[step]`` = sign at that step."""
+    rows = []
+    for step in range(steps):
+        sign = (collapse or {}).get(step)
+        rc, kl = ("1.0" if sign == "reward_collapse" else ""), ("1.0" if sign == "kl_spike" else "")
+        rows.append(f"0,{step},{lr * 2**step},0.5,{'1.0' if sign else ''},{rc},{kl}\n")
+    return rows
+
+
+def test_a_collapsed_run_is_read_at_its_first_sign(tmp_path):
+    run = write_run(tmp_path, "minirl_no_is-s2", ramp({3: "kl_spike"}, steps=4))
+    assert outcome(run) == Outcome("minirl_no_is", 2, 3, 8e-4, 3, 8e-4, "kl_spike")
+
+
+def test_a_survivor_is_above_every_rate_it_reached(tmp_path):
+    run = write_run(tmp_path, "onpolicy_fp8+minirl_r3-s0", ramp(steps=5))
+    got = outcome(run)
+    assert got == Outcome("onpolicy_fp8+minirl_r3", 0, 4, 1.6e-3)
+    assert got.frontier_lr == math.inf
+
+
+def test_a_run_without_a_learning_rate_names_the_callback(tmp_path):
+    run = tmp_path / "x-s0" / "version_0"
+    run.mkdir(parents=True)
+    (run / "metrics.csv").write_text("epoch,step,train/reward\n0,0,0.5\n")
+    with pytest.raises(ValueError, match=r"add lightning\.pytorch\.callbacks\.LearningRateMonitor"):
+        outcome(run)
+
+
+def fell(lr: float) -> Outcome:
+    return Outcome("v", 0, 10, lr, 10, lr, "reward_collapse")
+
+
+def survived(lr: float) -> Outcome:
+    return Outcome("v", 0, 10, lr)
+
+
+@pytest.mark.parametrize(
+    ("unstable", "stable", "expected"),
+    [
+        ([fell(1), fell(2), fell(3)], [fell(4), fell(5), fell(6)], True),  # medians 2 and 5: 2.5x, apart
+        ([fell(1), fell(2), fell(3)], [fell(3.5), fell(3.9), fell(6)], False),  # apart, medians 1.95x
+        ([fell(1), fell(2), fell(5)], [fell(4), fell(8), fell(9)], False),  # medians 4x, but 5 > 4
+        ([fell(1), fell(2), fell(3)], [fell(4), survived(4), survived(5)], True),  # median of stable: inf
+        ([fell(1), survived(2), fell(3)], [survived(9)] * 3, False),  # an unstable survivor: no verdict
+    ],
+)
+def test_the_decision_rule(unstable, stable, expected):
+    assert separated(unstable, stable) is expected
+
+
+def test_frontier_report_writes_the_figures_and_the_table(tmp_path, capsys):
+    runs = [
+        write_run(tmp_path, "no_is-s0", ramp({2: "kl_spike"})),
+        write_run(tmp_path, "no_is-s1", ramp({1: "reward_collapse"})),
+        write_run(tmp_path, "minirl-s0", ramp({4: "reward_collapse"})),
+        write_run(tmp_path, "minirl-s1", ramp()),
+    ]
+    main([*map(str, runs), "--out", str(tmp_path / "out"), "--frontier", "--pair", "no_is:minirl"])
+    assert "for 4 runs" in capsys.readouterr().out
+    for figure in ("frontier", "aligned"):
+        assert (tmp_path / "out" / f"{figure}.png").read_bytes()[:4] == b"\x89PNG"
+    text = (tmp_path / "out" / "frontier.md").read_text()
+    # no_is: collapses at 4e-4 and 2e-4, median 3e-4; minirl: 1.6e-3 and a survivor (inf): median inf
+    assert "| no_is | 2 | s0 2: 0.0004 kl_spike, s1 1: 0.0002 reward_collapse | - | 0.0003 |" in text
+    assert "| minirl | 2 | s0 4: 0.0016 reward_collapse | s1 4: 0.0016 | inf |" in text
+    assert "| no_is | minirl | inf | yes |" in text
+
+
+def test_a_malformed_pair_is_refused(tmp_path):
+    run = write_run(tmp_path, "a-s0", ramp())
+    with pytest.raises(SystemExit):
+        main([str(run), "--out", str(tmp_path / "out"), "--frontier", "--pair", "no_colon"])
