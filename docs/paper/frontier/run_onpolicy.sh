@@ -1,0 +1,28 @@
+#!/bin/bash
+# The on-policy stability frontier (docs/paper-reproduction.md, "The stability frontier"): 7 variants x
+# the seeds given (default 0 1 2), 7 runs at a time sharing one GPU; each run's metrics.csv is copied into
+# docs/paper/frontier/onpolicy/logs/, and the figures and table are made from those committed logs.
+#   bash docs/paper/frontier/run_onpolicy.sh 0 1 2     # the runs (one H100: ~8 min per seed), then the report
+#   bash docs/paper/frontier/run_onpolicy.sh --report  # the report again, from the committed logs alone
+set -euo pipefail
+out=docs/paper/frontier/onpolicy
+runs=${SAVE_DIR:-runs/frontier}
+p=recipes/paper
+variants=(""  # MiniRL: onpolicy_fp8; the others are named by their overlays
+  "$p/minirl_r3.yaml" "$p/minirl_no_is.yaml" "$p/minirl_no_is.yaml $p/minirl_r3.yaml"
+  "$p/minirl_length_norm.yaml" "$p/minirl_length_norm.yaml $p/minirl_r3.yaml" recipes/frontier/exact.yaml)
+if [ "${1:-}" != "--report" ]; then
+  recipes=()
+  for v in "${variants[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml${v:+ $v}"); done
+  python3 -m stable_rl.sweep --parallel 7 --per-gpu 7 --seeds ${@:-0 1 2} --save-dir "$runs" --recipes "${recipes[@]}" || true
+  for csv in "$runs"/*/version_0/metrics.csv; do
+    name=$(basename "$(dirname "$(dirname "$csv")")")
+    mkdir -p "$out/logs/$name/version_0" && cp "$csv" "$out/logs/$name/version_0/"
+  done
+fi
+python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --out "$out" --pair \
+  minirl_no_is:onpolicy_fp8 onpolicy_fp8:minirl_no_is \
+  minirl_no_is+minirl_r3:minirl_r3 minirl_r3:minirl_no_is+minirl_r3 \
+  minirl_length_norm:onpolicy_fp8 onpolicy_fp8:minirl_length_norm \
+  onpolicy_fp8:minirl_r3 minirl_r3:onpolicy_fp8 \
+  onpolicy_fp8:exact exact:onpolicy_fp8
