@@ -14,7 +14,7 @@ variants=(""  # MiniRL: onpolicy_fp8; the others are named by their overlays
 if [ "${1:-}" != "--report" ]; then
   recipes=()
   for v in "${variants[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml${v:+ $v}"); done
-  python3 -m stable_rl.sweep --parallel 7 --per-gpu 7 --seeds ${@:-0 1 2} --save-dir "$runs" --recipes "${recipes[@]}" || true
+  python3 -m stable_rl.sweep --parallel "${PARALLEL:-7}" --per-gpu "${PARALLEL:-7}" --seeds ${@:-0 1 2} --save-dir "$runs" --recipes "${recipes[@]}" || true
   for csv in "$runs"/*/version_0/metrics.csv; do
     name=$(basename "$(dirname "$(dirname "$csv")")")
     mkdir -p "$out/logs/$name/version_0" && cp "$csv" "$out/logs/$name/version_0/"
