@@ -10,7 +10,8 @@ from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedModel
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.padding import pad_id, right_pad
 from stable_rl.rollout.engine import Dtype, RolloutEngine, Sample, Sampling
-from stable_rl.rollout.fp8 import quantize_linear_inputs, quantize_weights_
+from stable_rl.rollout.fp8 import quantize_linear_inputs, quantize_weights_, use_fp8_kv_cache
+from stable_rl.rollout.low_precision import FORMATS
 from stable_rl.routing.hooks import ROUTE_DTYPE, RouterHooks
 
 
@@ -22,8 +23,15 @@ class HFEngine(RolloutEngine):
     same pass records each token's routed experts.
 
     Args:
-        fp8: simulate FP8 (e4m3) inference: matrix weights and linear-layer inputs rounded to e4m3 with
-            per-row scales (``stable_rl.rollout.fp8``), a training-inference gap like the paper's.
+        quantization: simulate low-precision inference (``stable_rl.rollout.fp8``), a training-inference
+            gap like the paper's FP8 one: matrix weights and layer inputs rounded to "fp8_per_channel"
+            (e4m3, a scale per output row / per token), "fp8_per_tensor" (e4m3, a scale per weight or
+            expert / per activation tensor), "e5m2" (per row / per token) or "fp4" (NVFP4-like e2m1 in
+            blocks of 16); None: none. vLLM's option names, so a recipe reads the same in both engines.
+        quantize_router: also round the MoE routers' weights and inputs (vLLM keeps them in 16 bits).
+        kv_cache_dtype: "fp8": attention reads keys and values rounded to e4m3 (scale 1.0), as vLLM's FP8
+            KV cache holds them; "auto": as computed.
+        fp8: alias of ``quantization="fp8_per_channel"``.
         cache_implementation: transformers' KV cache for ``generate`` ("static" preallocates it and lets
             transformers compile the decoding step on GPUs); None = transformers' default (dynamic).
         Others as in ``RolloutEngine``.
@@ -41,18 +49,25 @@ class HFEngine(RolloutEngine):
         return_routes: bool = False,
         fp8: bool = False,
         cache_implementation: str | None = None,
+        quantization: str | None = None,
+        quantize_router: bool = False,
+        kv_cache_dtype: str = "auto",
     ) -> None:
         super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes)
-        self.fp8 = fp8
+        self.quantization = _simulated_quantization(quantization, fp8)
+        self.quantize_router = _check_quantize_router(quantize_router, self.quantization)
+        self.kv_cache_dtype = _check_kv_cache_dtype(kv_cache_dtype)
         self.cache_implementation = cache_implementation
 
     def start(self, model_path: str, max_model_len: int) -> None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, self.dtype))
         self.model.to(device).eval().requires_grad_(False)
-        if self.fp8:
-            quantize_weights_(self.model)
-            quantize_linear_inputs(self.model)
+        if self.quantization:
+            quantize_weights_(self.model, self.quantization, self.quantize_router)
+            quantize_linear_inputs(self.model, self.quantization, self.quantize_router)
+        if self.kv_cache_dtype == "fp8":
+            use_fp8_kv_cache(self.model)
         if self.return_routes:
             RouterHooks(self.model)  # a dense or unsupported model fails here, not at the first rollout
 
@@ -84,8 +99,8 @@ class HFEngine(RolloutEngine):
             loaded.add(name)
         if missing := sorted(own.keys() - loaded):
             raise KeyError(f"{len(missing)} of the engine's weights were not synced, e.g. {missing[:3]}")
-        if self.fp8:
-            quantize_weights_(self.model)
+        if self.quantization:
+            quantize_weights_(self.model, self.quantization, self.quantize_router)
 
     @torch.no_grad()
     def generate(
@@ -149,3 +164,40 @@ class HFEngine(RolloutEngine):
     @property
     def running(self) -> bool:
         return self.model is not None
+
+
+def _simulated_quantization(quantization: str | None, fp8: bool) -> str | None:
+    """The format the HF engine rounds to; ``fp8`` is the alias of "fp8_per_channel"."""
+    if fp8 and quantization not in (None, "fp8_per_channel"):
+        raise ValueError(
+            f"data.engine.init_args.fp8: true is the alias of quantization: fp8_per_channel, but quantization is "
+            f"{quantization!r}: set data.engine.init_args.fp8: false to use quantization: {quantization}"
+        )
+    quantization = quantization or ("fp8_per_channel" if fp8 else None)
+    if quantization is not None and quantization not in FORMATS:
+        vllm_alias = (
+            " (vLLM reads 'fp8' as fp8_per_tensor; fp8: true is fp8_per_channel)" if quantization == "fp8" else ""
+        )
+        raise ValueError(
+            f"data.engine.init_args.quantization: {quantization!r} is not one the HF engine simulates: "
+            f"use one of {', '.join(FORMATS)}, or null for none{vllm_alias}"
+        )
+    return quantization
+
+
+def _check_quantize_router(quantize_router: bool, quantization: str | None) -> bool:
+    if quantize_router and quantization is None:
+        raise ValueError(
+            "data.engine.init_args.quantize_router: true rounds the MoE routers to the quantization format, but "
+            "quantization is null: set data.engine.init_args.quantization (e.g. fp8_per_channel)"
+        )
+    return quantize_router
+
+
+def _check_kv_cache_dtype(kv_cache_dtype: str) -> str:
+    if kv_cache_dtype not in ("auto", "fp8"):
+        raise ValueError(
+            f"data.engine.init_args.kv_cache_dtype: {kv_cache_dtype!r} is not one the HF engine simulates: "
+            "use auto (as computed) or fp8 (e4m3 keys and values)"
+        )
+    return kv_cache_dtype
