@@ -1,0 +1,25 @@
+#!/bin/bash
+# The on-policy frontier one rung up the mismatch ladder (docs/paper-reproduction.md): MiniRL and w/o
+# train-infer IS, each with and without R3, with the HF engine's NVFP4-like rollouts (recipes/frontier/
+# hf_fp4.yaml), x the seeds given (default 0 1 2); logs into docs/paper/frontier/fp4/logs/, then the report
+# with the exact control of the FP8 frontier (docs/paper/frontier/onpolicy/logs/exact-s*).
+#   bash docs/paper/frontier/run_fp4.sh 0 1 2     # the runs, then the report
+#   bash docs/paper/frontier/run_fp4.sh --report  # the report again, from the committed logs alone
+set -euo pipefail
+out=docs/paper/frontier/fp4
+runs=${SAVE_DIR:-runs/frontier_fp4}
+p=recipes/paper
+variants=("" "$p/minirl_r3.yaml" "$p/minirl_no_is.yaml" "$p/minirl_no_is.yaml $p/minirl_r3.yaml")
+if [ "${1:-}" != "--report" ]; then
+  recipes=()
+  for v in "${variants[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml${v:+ $v} recipes/frontier/hf_fp4.yaml"); done
+  python3 -m stable_rl.sweep --parallel "${PARALLEL:-12}" --per-gpu "${PARALLEL:-12}" --seeds ${@:-0 1 2} --save-dir "$runs" \
+    --recipes "${recipes[@]}" || true
+  for csv in "$runs"/*/version_0/metrics.csv; do
+    name=$(basename "$(dirname "$(dirname "$csv")")")
+    mkdir -p "$out/logs/$name/version_0" && cp "$csv" "$out/logs/$name/version_0/"
+  done
+fi
+python3 -m stable_rl.report "$out"/logs/*/version_0 docs/paper/frontier/onpolicy/logs/exact-s*/version_0 --frontier \
+  --out "$out" --pair hf_fp4:exact minirl_no_is+hf_fp4:hf_fp4 hf_fp4:minirl_no_is+hf_fp4 \
+  minirl_no_is+minirl_r3+hf_fp4:minirl_r3+hf_fp4 hf_fp4:minirl_r3+hf_fp4 minirl_r3+hf_fp4:hf_fp4
