@@ -3,7 +3,9 @@
 A frontier run ramps the learning rate (e.g. ``ExponentialLR``, doubling every 20 global steps) and stops
 at the first sign of collapse that ``InstabilityMonitor`` raises (``train/instability/<sign>``); Lightning's
 ``LearningRateMonitor`` logs the rate (``lr-<optimizer>``). A run that ends without a sign survived up to
-its last rate. ``stable-rl-report --frontier`` reads the runs' CSV logs and writes:
+its last rate if it reached the planned number of global steps (``--steps``); one that ended earlier
+without a sign was cut off (a time limit) and is left out of medians and verdicts.
+``stable-rl-report --frontier`` reads the runs' CSV logs and writes:
 
 - ``frontier.png``: the collapse learning rate per variant, one dot per seed, the median as a bar,
   survivors as open triangles at the last rate they reached;
@@ -14,7 +16,7 @@ its last rate. ``stable-rl-report --frontier`` reads the runs' CSV logs and writ
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stable_rl.report import plot_family, read_run
@@ -33,6 +35,7 @@ class Outcome:
     collapse_step: int | None = None
     collapse_lr: float | None = None
     sign: str | None = None
+    cut_off: bool = False  # ended before its planned steps without a sign: no outcome
 
     @property
     def frontier_lr(self) -> float:
@@ -53,8 +56,9 @@ def rate_at(rates: list[tuple[int, float]], step: int) -> float:
     return [lr for s, lr in rates if s <= step][-1]
 
 
-def outcome(run_dir: Path) -> Outcome:
-    """Read one CSVLogger version directory (``<save_dir>/<variant>-s<seed>/version_<n>``)."""
+def outcome(run_dir: Path, steps: int = 200) -> Outcome:
+    """Read one CSVLogger version directory (``<save_dir>/<variant>-s<seed>/version_<n>``) of a run planned
+    for ``steps`` global steps."""
     series = read_run(run_dir)
     rates = learning_rate(series)
     variant, _, seed = run_dir.parent.name.rpartition("-s")
@@ -68,19 +72,23 @@ def outcome(run_dir: Path) -> Outcome:
         variant or run_dir.parent.name, int(seed) if seed.isdigit() else 0, last_step, rate_at(rates, last_step)
     )
     if not signs:
-        return base
+        return replace(base, cut_off=last_step + 1 < steps)
     step, sign = min(signs)
     return Outcome(base.variant, base.seed, last_step, base.last_lr, step, rate_at(rates, step), sign)
 
 
 def median_lr(outcomes: list[Outcome]) -> float:
-    return statistics.median(o.frontier_lr for o in outcomes)
+    """The median collapse learning rate of the runs with an outcome (survivors above all); NaN if none."""
+    judged = [o.frontier_lr for o in outcomes if not o.cut_off]
+    return statistics.median(judged) if judged else math.nan
 
 
 def separated(unstable: list[Outcome], stable: list[Outcome], ratio: float = 2.0) -> bool:
     """The decision rule, fixed before the runs: ``stable`` holds where ``unstable`` collapses when every
     seed of ``unstable`` collapses below every seed of ``stable`` (survivors above all) and the median
-    collapse learning rates differ by at least ``ratio``."""
+    collapse learning rates differ by at least ``ratio``. A cut-off run leaves its pair without a verdict."""
+    if any(o.cut_off for o in unstable + stable):
+        return False
     if not unstable or not stable or any(o.collapse_lr is None for o in unstable):
         return False
     return max(o.frontier_lr for o in unstable) < min(o.frontier_lr for o in stable) and median_lr(
@@ -98,14 +106,18 @@ def by_variant(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:
 def table(outcomes: list[Outcome], pairs: list[tuple[str, str]]) -> str:
     """Markdown: one row per variant (each seed's collapse, the median) and one per pair judged."""
     lines = [
-        "| variant | seeds | collapses (step: lr, sign) | survivors (last step: lr) | median collapse lr |",
-        "|---|---|---|---|---|",
+        "| variant | seeds | collapses (step: lr, sign) | survivors (last step: lr) | cut off (last step: lr) "
+        "| median collapse lr |",
+        "|---|---|---|---|---|---|",
     ]
     for variant, runs in by_variant(outcomes).items():
         runs = sorted(runs, key=lambda o: o.seed)
         fell = ", ".join(f"s{o.seed} {o.collapse_step}: {o.collapse_lr:.3g} {o.sign}" for o in runs if o.sign)
-        held = ", ".join(f"s{o.seed} {o.last_step}: {o.last_lr:.3g}" for o in runs if not o.sign)
-        lines.append(f"| {variant} | {len(runs)} | {fell or '-'} | {held or '-'} | {median_lr(runs):.3g} |")
+        held = ", ".join(f"s{o.seed} {o.last_step}: {o.last_lr:.3g}" for o in runs if not o.sign and not o.cut_off)
+        cut = ", ".join(f"s{o.seed} {o.last_step}: {o.last_lr:.3g}" for o in runs if o.cut_off)
+        lines.append(
+            f"| {variant} | {len(runs)} | {fell or '-'} | {held or '-'} | {cut or '-'} | {median_lr(runs):.3g} |"
+        )
     if pairs:
         variants = by_variant(outcomes)
         lines += ["", "| unstable | stable | median ratio | separated (rule) |", "|---|---|---|---|"]
@@ -113,6 +125,27 @@ def table(outcomes: list[Outcome], pairs: list[tuple[str, str]]) -> str:
             a, b = variants.get(unstable, []), variants.get(stable, [])
             ratio = median_lr(b) / median_lr(a) if a and b else math.nan
             lines.append(f"| {unstable} | {stable} | {ratio:.3g} | {'yes' if separated(a, b) else 'no'} |")
+    return "\n".join(lines)
+
+
+HEALTH = ("train/grad_clipped", "train/kl_k3", "train/health/train_infer_abs", "train/routing/infer_agreement")
+
+
+def health_table(runs: dict[str, dict], outcomes: dict[str, Outcome]) -> str:
+    """Markdown: per variant, each health metric's mean over the steps before the collapse (all steps of a
+    survivor), averaged over seeds: how often the clip fired, how large the training-inference gap was."""
+    lines = ["| variant | " + " | ".join(HEALTH) + " |", "|---|" + "---|" * len(HEALTH)]
+    for variant in dict.fromkeys(o.variant for o in outcomes.values()):
+        cells = []
+        for metric in HEALTH:
+            means = []
+            for label, o in outcomes.items():
+                end = o.collapse_step if o.collapse_step is not None else o.last_step + 1
+                values = [v for step, v in runs[label].get(metric, []) if step < end]
+                if o.variant == variant and values:
+                    means.append(statistics.fmean(values))
+            cells.append(f"{statistics.fmean(means):.3g}" if means else "-")
+        lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -129,6 +162,8 @@ def plot_frontier(outcomes: list[Outcome], path: Path) -> None:
             dx = (i - (len(runs) - 1) / 2) * 0.08
             if o.sign:
                 ax.plot(x + dx, o.collapse_lr, "o", color=f"C{x}")
+            elif o.cut_off:
+                ax.plot(x + dx, o.last_lr, "x", color=f"C{x}")
             else:
                 ax.plot(x + dx, o.last_lr, "^", mfc="none", color=f"C{x}", markersize=8)
         finite = [o.collapse_lr for o in runs if o.sign]
@@ -137,7 +172,7 @@ def plot_frontier(outcomes: list[Outcome], path: Path) -> None:
     ax.set_xticks(range(len(variants)), list(variants), rotation=30, ha="right", fontsize=8)
     ax.set_yscale("log")
     ax.set_ylabel("learning rate at collapse")
-    ax.set_title("stability frontier (dot: a seed's collapse, bar: median, open triangle: survived to)")
+    ax.set_title("stability frontier (dot: a seed's collapse, bar: median, open triangle: survived to, x: cut off at)")
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -172,13 +207,13 @@ def plot_aligned(runs: dict[str, dict], outcomes: dict[str, Outcome], path: Path
     plt.close(fig)
 
 
-def frontier_report(run_dirs: list[Path], out: Path, pairs: list[tuple[str, str]]) -> list[Outcome]:
+def frontier_report(run_dirs: list[Path], out: Path, pairs: list[tuple[str, str]], steps: int = 200) -> list[Outcome]:
     """Write ``frontier.png``, ``aligned.png``, ``heldout.png`` and ``frontier.md`` into ``out``."""
     labels = [d.parent.name for d in run_dirs]
     if len(set(labels)) < len(labels):
         raise ValueError("two runs share a name: pass one version directory per <variant>-s<seed>")
     runs = {label: read_run(d) for label, d in zip(labels, run_dirs, strict=True)}
-    outcomes = {label: outcome(d) for label, d in zip(labels, run_dirs, strict=True)}
+    outcomes = {label: outcome(d, steps) for label, d in zip(labels, run_dirs, strict=True)}
     out.mkdir(parents=True, exist_ok=True)
     plot_frontier(list(outcomes.values()), out / "frontier.png")
     plot_aligned(runs, outcomes, out / "aligned.png")
@@ -187,7 +222,8 @@ def frontier_report(run_dirs: list[Path], out: Path, pairs: list[tuple[str, str]
     )
     if heldout:
         plot_family(runs, heldout, out / "heldout.png")
-    body = table(list(outcomes.values()), pairs)
+    body = table(list(outcomes.values()), pairs) + "\n\nBefore the collapse (means over steps, then seeds):\n\n"
+    body += health_table(runs, outcomes)
     figures = "![frontier](frontier.png)\n\n![aligned](aligned.png)" + (
         "\n\n![heldout](heldout.png)" if heldout else ""
     )

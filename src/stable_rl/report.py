@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="CSVLogger version directories")
     parser.add_argument("--out", type=Path, default=Path("report"), help="folder for the figures and report.md")
     parser.add_argument("--frontier", action="store_true", help="the runs ramp the learning rate: where each collapsed")
+    parser.add_argument("--steps", type=int, default=200, help="--frontier: global steps a surviving run reaches")
     parser.add_argument(
         "--pair", nargs="*", default=[], metavar="UNSTABLE:STABLE", help="variants to judge by the decision rule"
     )
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
         pairs = [tuple(pair.split(":", 1)) for pair in args.pair]
         if bad := [pair for pair in pairs if len(pair) != 2]:
             parser.error(f"--pair takes UNSTABLE:STABLE variant names, got {bad}")
-        outcomes = frontier_report(args.runs, args.out, pairs)
+        outcomes = frontier_report(args.runs, args.out, pairs, args.steps)
         print(f"wrote frontier.png, aligned.png and frontier.md for {len(outcomes)} runs to {args.out}")
         return
     plotted = report(args.runs, args.out)

@@ -31,14 +31,19 @@ def ramp(collapse: dict[int, str] | None = None, steps: int = 5, lr: float = 1e-
 
 def test_a_collapsed_run_is_read_at_its_first_sign(tmp_path):
     run = write_run(tmp_path, "minirl_no_is-s2", ramp({3: "kl_spike"}, steps=4))
-    assert outcome(run) == Outcome("minirl_no_is", 2, 3, 8e-4, 3, 8e-4, "kl_spike")
+    assert outcome(run, steps=5) == Outcome("minirl_no_is", 2, 3, 8e-4, 3, 8e-4, "kl_spike")
 
 
 def test_a_survivor_is_above_every_rate_it_reached(tmp_path):
     run = write_run(tmp_path, "onpolicy_fp8+minirl_r3-s0", ramp(steps=5))
-    got = outcome(run)
+    got = outcome(run, steps=5)
     assert got == Outcome("onpolicy_fp8+minirl_r3", 0, 4, 1.6e-3)
     assert got.frontier_lr == math.inf
+
+
+def test_a_run_ended_early_without_a_sign_was_cut_off(tmp_path):
+    run = write_run(tmp_path, "onpolicy_fp8-s1", ramp(steps=5))
+    assert outcome(run, steps=6) == Outcome("onpolicy_fp8", 1, 4, 1.6e-3, cut_off=True)
 
 
 def test_a_run_without_a_learning_rate_names_the_callback(tmp_path):
@@ -65,6 +70,7 @@ def survived(lr: float) -> Outcome:
         ([fell(1), fell(2), fell(5)], [fell(4), fell(8), fell(9)], False),  # medians 4x, but 5 > 4
         ([fell(1), fell(2), fell(3)], [fell(4), survived(4), survived(5)], True),  # median of stable: inf
         ([fell(1), survived(2), fell(3)], [survived(9)] * 3, False),  # an unstable survivor: no verdict
+        ([fell(1), fell(2), fell(3)], [fell(9), fell(9), Outcome("v", 0, 3, 1.0, cut_off=True)], False),  # cut off
     ],
 )
 def test_the_decision_rule(unstable, stable, expected):
@@ -78,15 +84,18 @@ def test_frontier_report_writes_the_figures_and_the_table(tmp_path, capsys):
         write_run(tmp_path, "minirl-s0", ramp({4: "reward_collapse"})),
         write_run(tmp_path, "minirl-s1", ramp()),
     ]
-    main([*map(str, runs), "--out", str(tmp_path / "out"), "--frontier", "--pair", "no_is:minirl"])
-    assert "for 4 runs" in capsys.readouterr().out
+    runs.append(write_run(tmp_path, "minirl-s2", ramp(steps=3)))  # cut off at step 2 of 5
+    main([*map(str, runs), "--out", str(tmp_path / "out"), "--frontier", "--steps", "5", "--pair", "no_is:minirl"])
+    assert "for 5 runs" in capsys.readouterr().out
     for figure in ("frontier", "aligned"):
         assert (tmp_path / "out" / f"{figure}.png").read_bytes()[:4] == b"\x89PNG"
     text = (tmp_path / "out" / "frontier.md").read_text()
     # no_is: collapses at 4e-4 and 2e-4, median 3e-4; minirl: 1.6e-3 and a survivor (inf): median inf
-    assert "| no_is | 2 | s0 2: 0.0004 kl_spike, s1 1: 0.0002 reward_collapse | - | 0.0003 |" in text
-    assert "| minirl | 2 | s0 4: 0.0016 reward_collapse | s1 4: 0.0016 | inf |" in text
-    assert "| no_is | minirl | inf | yes |" in text
+    assert "| no_is | 2 | s0 2: 0.0004 kl_spike, s1 1: 0.0002 reward_collapse | - | - | 0.0003 |" in text
+    assert "| minirl | 3 | s0 4: 0.0016 reward_collapse | s1 4: 0.0016 | s2 2: 0.0004 | inf |" in text
+    assert "| no_is | minirl | inf | no |" in text  # a seed of minirl was cut off: no verdict
+    # no_is-s0's steps 0, 1 (collapse at 2) and no_is-s1's step 0 had no train/kl_k3 columns: "-"
+    assert "| no_is | - | - | - | - |" in text
 
 
 def test_a_malformed_pair_is_refused(tmp_path):
