@@ -1,5 +1,5 @@
 #!/bin/bash
-# Regenerates docs/paper/grid: the paper's grid under simulated FP8 inference, 200 global steps, seed 0.
+# The paper's grid (its earlier outputs are withdrawn: docs/paper-reproduction.md) under simulated FP8 inference, 200 global steps, seed 0.
 # On one GPU (H100, 7-8 runs at a time, ~6-7 min per wave of 7-8); on CPU drop --per-gpu (hours).
 set -e
 overlays=(""  # MiniRL (named fp8-s0; the others fp8+<overlay>-s0)
