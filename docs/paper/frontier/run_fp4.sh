@@ -6,6 +6,7 @@
 #   bash docs/paper/frontier/run_fp4.sh 0 1 2     # the runs, then the report
 #   bash docs/paper/frontier/run_fp4.sh --report  # the report again, from the committed logs alone
 set -euo pipefail
+source "$(dirname "$0")/wave.sh"
 out=docs/paper/frontier/fp4
 runs=${SAVE_DIR:-runs/frontier_fp4}
 p=recipes/paper
@@ -13,12 +14,7 @@ variants=("" "$p/minirl_r3.yaml" "$p/minirl_no_is.yaml" "$p/minirl_no_is.yaml $p
 if [ "${1:-}" != "--report" ]; then
   recipes=()
   for v in "${variants[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml${v:+ $v} recipes/frontier/hf_fp4.yaml"); done
-  python3 -m stable_rl.sweep --parallel "${PARALLEL:-12}" --per-gpu "${PARALLEL:-12}" --seeds ${@:-0 1 2} --save-dir "$runs" \
-    --recipes "${recipes[@]}" || true
-  for csv in "$runs"/*/version_0/metrics.csv; do
-    name=$(basename "$(dirname "$(dirname "$csv")")")
-    mkdir -p "$out/logs/$name/version_0" && cp "$csv" "$out/logs/$name/version_0/"
-  done
+  wave "$out" "$runs" "${PARALLEL:-12}" "${*:-0 1 2}" "${recipes[@]}"
 fi
 python3 -m stable_rl.report "$out"/logs/*/version_0 docs/paper/frontier/onpolicy/logs/exact-s*/version_0 --frontier \
   --out "$out" --pair hf_fp4:exact minirl_no_is+hf_fp4:hf_fp4 hf_fp4:minirl_no_is+hf_fp4 \

@@ -6,6 +6,7 @@
 #   bash docs/paper/frontier/run_n8.sh 0 1 2     # the runs, then the report
 #   bash docs/paper/frontier/run_n8.sh --report  # the report again, from the committed logs alone
 set -euo pipefail
+source "$(dirname "$0")/wave.sh"
 out=docs/paper/frontier/n8
 runs=${SAVE_DIR:-runs/frontier_n8}
 p=recipes/paper
@@ -14,12 +15,7 @@ arms=("$p/minirl_n8_noclip.yaml" "$p/minirl_n8_noclip_r2.yaml" "$p/minirl_n8_cli
 if [ "${1:-}" != "--report" ]; then
   recipes=()
   for a in "${arms[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml $a recipes/frontier/n8.yaml"); done
-  python3 -m stable_rl.sweep --parallel "${PARALLEL:-8}" --per-gpu "${PARALLEL:-8}" --seeds ${@:-0 1 2} --save-dir "$runs" \
-    --recipes "${recipes[@]}" || true
-  for csv in "$runs"/*/version_0/metrics.csv; do
-    name=$(basename "$(dirname "$(dirname "$csv")")")
-    mkdir -p "$out/logs/$name/version_0" && cp "$csv" "$out/logs/$name/version_0/"
-  done
+  wave "$out" "$runs" "${PARALLEL:-8}" "${*:-0 1 2}" "${recipes[@]}"
 fi
 python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --out "$out" --pair \
   minirl_n8_noclip+n8:minirl_n8_clip_r2+n8 minirl_n8_noclip_r2+n8:minirl_n8_clip_r2+n8 \

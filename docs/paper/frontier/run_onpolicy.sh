@@ -5,6 +5,7 @@
 #   bash docs/paper/frontier/run_onpolicy.sh 0 1 2     # the runs (one H100: ~8 min per seed), then the report
 #   bash docs/paper/frontier/run_onpolicy.sh --report  # the report again, from the committed logs alone
 set -euo pipefail
+source "$(dirname "$0")/wave.sh"
 out=docs/paper/frontier/onpolicy
 runs=${SAVE_DIR:-runs/frontier}
 p=recipes/paper
@@ -14,11 +15,7 @@ variants=(""  # MiniRL: onpolicy_fp8; the others are named by their overlays
 if [ "${1:-}" != "--report" ]; then
   recipes=()
   for v in "${variants[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml${v:+ $v}"); done
-  python3 -m stable_rl.sweep --parallel "${PARALLEL:-7}" --per-gpu "${PARALLEL:-7}" --seeds ${@:-0 1 2} --save-dir "$runs" --recipes "${recipes[@]}" || true
-  for csv in "$runs"/*/version_0/metrics.csv; do
-    name=$(basename "$(dirname "$(dirname "$csv")")")
-    mkdir -p "$out/logs/$name/version_0" && cp "$csv" "$out/logs/$name/version_0/"
-  done
+  wave "$out" "$runs" "${PARALLEL:-7}" "${*:-0 1 2}" "${recipes[@]}"
 fi
 python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --out "$out" --pair \
   minirl_no_is:onpolicy_fp8 onpolicy_fp8:minirl_no_is \

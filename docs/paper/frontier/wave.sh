@@ -1,0 +1,13 @@
+# Sourced by run_*.sh. wave OUT SAVE_DIR PARALLEL "SEEDS" RECIPE...: the recipes x seeds, PARALLEL runs
+# sharing one GPU, then each run's metrics.csv copied into OUT/logs/<run>/version_0/, where git keeps it.
+wave() {
+  local out=$1 runs=$2 parallel=$3 seeds=$4
+  shift 4
+  python3 -m stable_rl.sweep --parallel "$parallel" --per-gpu "$parallel" --seeds $seeds --save-dir "$runs" \
+    --recipes "$@" || true  # a failed run is named by the sweep; the others still count
+  for csv in "$runs"/*/version_0/metrics.csv; do
+    local name
+    name=$(basename "$(dirname "$(dirname "$csv")")")
+    mkdir -p "$out/logs/$name/version_0" && cp "$csv" "$out/logs/$name/version_0/"
+  done
+}
