@@ -41,6 +41,20 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         fsync(path.parent)
 
 
+def check_writable(directory: str | Path, setting: str) -> None:
+    """Create ``directory`` if needed and write a file there, so a run whose checkpoints or logs cannot be
+    written fails before its first rollout rather than at its first save; ``setting`` names what sets it."""
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory):
+            pass
+    except OSError as error:
+        raise ValueError(
+            f"{directory} is not a writable directory ({error.strerror or error}): set {setting} to a directory "
+            "this process can write, or fix its permissions"
+        ) from error
+
+
 def fsync(path: Path) -> None:
     """Flush a file's data, or a directory's entries (a rename in it), to disk."""
     descriptor = os.open(path, os.O_RDONLY)

@@ -27,6 +27,7 @@ from torch import Tensor
 from torch.distributed.tensor import DTensor
 
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
+from stable_rl.checkpoint_io import check_writable
 from stable_rl.health import PARTS, health_metrics
 from stable_rl.hf_policy import Dtype, HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_kl
@@ -36,6 +37,23 @@ from stable_rl.timing import timed
 
 PROGRESS_BAR = ("reward", "kl", "entropy")
 UNSUPPORTED_STRATEGIES = (FSDPStrategy, DeepSpeedStrategy)  # FSDP2 runs through ModelParallelStrategy
+
+
+def _check_sizes(
+    mini_batch_size: int | None, micro_batch_size: int | None, max_grad_norm: float | None, max_nonfinite_updates: int
+) -> None:
+    """Refuse sizes and limits that would silently mean something else (0 read as "the whole batch", a
+    non-positive clip as "no clipping", a non-positive count as "stop at once")."""
+    for name, value in (("mini_batch_size", mini_batch_size), ("micro_batch_size", micro_batch_size)):
+        if value is not None and value < 1:
+            raise ValueError(f"model.init_args.{name}={value} must be at least 1, or null for the whole batch")
+    if max_grad_norm is not None and not max_grad_norm > 0:
+        raise ValueError(f"model.init_args.max_grad_norm={max_grad_norm} must be > 0, or null for no clipping")
+    if max_nonfinite_updates < 1:
+        raise ValueError(
+            f"model.init_args.max_nonfinite_updates={max_nonfinite_updates} must be at least 1 (the non-finite "
+            "updates in a row that stop a run)"
+        )
 
 
 class PolicyModule(HFPolicyModule):
@@ -92,6 +110,7 @@ class PolicyModule(HFPolicyModule):
             gradient_checkpointing,
             mixed_precision,
         )
+        _check_sizes(mini_batch_size, micro_batch_size, max_grad_norm, max_nonfinite_updates)
         self.health_threshold = health_threshold
         self.save_hyperparameters(ignore=["objective", "optimizer", "lr_scheduler"])
         self.objective = objective if objective is not None else MiniRL()
@@ -112,7 +131,22 @@ class PolicyModule(HFPolicyModule):
         return self(batch.input_ids, batch.attention_mask, batch.response_mask, batch.temperature, entropy)
 
     def setup(self, stage: str) -> None:
-        """Refuse FSDP1 and DeepSpeed, before they wrap the model."""
+        """Refuse FSDP1 and DeepSpeed, before they wrap the model; Lightning's precision plugins, which
+        would compute the policy in another dtype than the one the engine's log-probs are compared with;
+        and checkpoint or log directories that cannot be written, before the first rollout."""
+        precision = str(self.trainer.precision)
+        if precision not in ("32-true", "32"):
+            raise ValueError(
+                f"trainer.precision={precision} casts the policy's forward behind stable-rl's back, a "
+                "training-inference mismatch of its own: remove "
+                "trainer.precision and set model.init_args.dtype (the policy's weights, e.g. bfloat16) or, with "
+                "FSDP2, model.init_args.mixed_precision (bfloat16 compute over float32 weights)"
+            )
+        for callback in self.trainer.checkpoint_callbacks:
+            if getattr(callback, "dirpath", None):
+                check_writable(callback.dirpath, "the ModelCheckpoint's dirpath (or trainer.logger's save_dir)")
+        if self.trainer.log_dir:
+            check_writable(self.trainer.log_dir, "trainer.logger.init_args.save_dir")
         strategy = self.trainer.strategy
         if isinstance(strategy, UNSUPPORTED_STRATEGIES):
             raise ValueError(

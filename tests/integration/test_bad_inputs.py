@@ -48,8 +48,12 @@ def fails(tmp_path: Path, *overrides: str) -> str:
             ["--data.init_args.max_prompt_tokens=8"],
             "exceeds data.max_prompt_tokens=8",
         ),
+        (  # Lightning's autocast: a training-inference mismatch of its own, refused before vLLM starts
+            ["--trainer.precision=bf16-mixed"],
+            "trainer.precision=bf16-mixed casts the policy's forward",
+        ),
     ],
-    ids=["kv-cache-oom", "vllm-settings", "tp-in-one-process", "prompt-too-long"],
+    ids=["kv-cache-oom", "vllm-settings", "tp-in-one-process", "prompt-too-long", "bf16-mixed"],
 )
 def test_the_error_names_the_problem_and_the_fix(tmp_path, overrides, message):
     stderr = fails(tmp_path, "--trainer.limit_val_batches=0", *overrides)

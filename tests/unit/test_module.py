@@ -286,6 +286,49 @@ def test_fsdp1_and_deepspeed_are_refused_with_the_fix(tiny_model_path, strategy)
 
     mine = type(f"My{strategy}", (getattr(strategies, strategy),), {})
     module = PolicyModule(tiny_model_path)
-    module._trainer = SimpleNamespace(strategy=mine.__new__(mine))
+    module._trainer = SimpleNamespace(
+        strategy=mine.__new__(mine), precision="32-true", checkpoint_callbacks=[], log_dir=None
+    )
     with pytest.raises(ValueError, match=rf"My{strategy} is not supported .* use stable_rl.strategies.FSDP2Strategy"):
         module.setup("fit")
+
+
+@pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed", "bf16-true", "64-true"])
+def test_lightning_precision_plugins_are_refused_with_the_fix(tiny_model_path, precision):
+    module = PolicyModule(tiny_model_path)
+    module._trainer = SimpleNamespace(strategy=None, precision=precision)
+    with pytest.raises(ValueError, match=rf"trainer.precision={precision} casts .* set model.init_args.dtype"):
+        module.setup("fit")
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"mini_batch_size": 0}, r"mini_batch_size=0 must be at least 1, or null for the whole batch"),
+        ({"micro_batch_size": -4}, r"micro_batch_size=-4 must be at least 1, or null for the whole batch"),
+        ({"max_grad_norm": 0.0}, r"max_grad_norm=0.0 must be > 0, or null for no clipping"),
+        ({"max_grad_norm": -1.0}, r"max_grad_norm=-1.0 must be > 0, or null for no clipping"),
+        ({"max_nonfinite_updates": 0}, r"max_nonfinite_updates=0 must be at least 1"),
+    ],
+)
+def test_sizes_and_limits_that_would_mean_something_else_are_refused(tiny_model_path, setting, message):
+    with pytest.raises(ValueError, match=message):
+        PolicyModule(tiny_model_path, **setting)
+
+
+def test_an_unwritable_checkpoint_or_log_directory_fails_before_the_first_rollout(tiny_model_path, tmp_path):
+    (tmp_path / "a_file").write_text("not a directory")
+    module = PolicyModule(tiny_model_path)
+    checkpoints = SimpleNamespace(dirpath=str(tmp_path / "a_file" / "checkpoints"))
+    module._trainer = SimpleNamespace(
+        strategy=None, precision="32-true", checkpoint_callbacks=[checkpoints], log_dir=None
+    )
+    with pytest.raises(ValueError, match=r"a_file/checkpoints is not a writable directory .* set the ModelCheckpoint"):
+        module.setup("fit")
+    checkpoints.dirpath = str(tmp_path / "ok" / "checkpoints")
+    module._trainer.log_dir = str(tmp_path / "a_file" / "logs")
+    with pytest.raises(
+        ValueError, match=r"a_file/logs is not a writable directory .* trainer.logger.init_args.save_dir"
+    ):
+        module.setup("fit")
+    assert (tmp_path / "ok" / "checkpoints").is_dir()

@@ -32,9 +32,34 @@ def test_file_prompts_read_named_columns(tmp_path):
     assert FilePrompts(path, prompt_field="q", answer_field="a").load() == [Problem("1+1?", "2"), Problem("2+3?", "5")]
 
 
+def test_answers_are_read_as_written(tmp_path):
+    rows = '{"prompt": "a?", "answer": 0.00001}\n{"prompt": "b?", "answer": 123456789012345678901234567890}\n'
+    (tmp_path / "p.jsonl").write_text(rows + '{"prompt": "c?", "answer": "1/3"}\n')
+    assert [p.answer for p in FilePrompts(str(tmp_path / "p.jsonl")).load()] == [
+        "0.00001",
+        "123456789012345678901234567890",
+        "1/3",
+    ]
+    (tmp_path / "p.csv").write_text("prompt,answer\na?,0.00001\nb?,1e3\n")
+    assert [p.answer for p in FilePrompts(str(tmp_path / "p.csv")).load()] == ["0.00001", "1e3"]
+
+
+@pytest.mark.parametrize("answer", [[1, 2], {"x": 1}, True])
+def test_an_answer_that_cannot_be_a_gold_answer_is_refused(tmp_path, answer):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"prompt": "1+1?", "answer": answer}])
+    with pytest.raises(ValueError, match=r"row 0 of .* has a (list|dict|bool) .* write it as a string"):
+        FilePrompts(path).load()
+
+
 def test_row_without_answer_names_row_and_fix(tmp_path):
     path = write_jsonl(tmp_path / "p.jsonl", [{"prompt": "1+1?", "answer": "2"}, {"prompt": "2+3?", "answer": ""}])
     with pytest.raises(ValueError, match=r"row 1 of .* has no 'answer': every row needs .* prompt_field/answer_field"):
+        FilePrompts(path).load()
+
+
+def test_whitespace_only_prompt_is_refused_like_an_empty_one(tmp_path):
+    path = write_jsonl(tmp_path / "p.jsonl", [{"prompt": "1+1?", "answer": "2"}, {"prompt": " \n\t", "answer": "5"}])
+    with pytest.raises(ValueError, match=r"row 1 of .* has no 'prompt': every row needs a question"):
         FilePrompts(path).load()
 
 

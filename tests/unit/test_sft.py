@@ -39,7 +39,9 @@ def exporter(model_path: str) -> HFPolicyModule:
 def test_hf_export_replaces_the_directory_whole(tiny_model_path, tmp_path):
     target = tmp_path / "export"
     target.mkdir()
+    (target / "config.json").write_text("{}")  # an older export
     (target / "stale.txt").write_text("from an older export")
+    HFExport(str(target)).setup(None, None, "fit")  # accepted: it is an earlier export
     module = exporter(tiny_model_path)
     with torch.no_grad():
         module.policy.lm_head.weight.add_(1.0)
@@ -49,6 +51,20 @@ def test_hf_export_replaces_the_directory_whole(tiny_model_path, tmp_path):
     loaded = AutoModelForCausalLM.from_pretrained(target)
     torch.testing.assert_close(loaded.lm_head.weight, module.policy.lm_head.weight)
     assert (target / "tokenizer.json").exists()
+
+
+def test_hf_export_refuses_a_target_it_would_wipe(tmp_path):
+    (tmp_path / "run_a").mkdir()
+    (tmp_path / "run_a" / "metrics.csv").write_text("step\n")
+    with pytest.raises(ValueError, match=r"holds files that are not an earlier export .* choose a new or empty"):
+        HFExport(str(tmp_path)).setup(None, None, "fit")  # e.g. dirpath: runs
+    (tmp_path / "model.bin").write_bytes(b"x")
+    with pytest.raises(ValueError, match=r"is a file: choose a directory"):
+        HFExport(str(tmp_path / "model.bin")).setup(None, None, "fit")
+    (tmp_path / "empty").mkdir()
+    for fine in ("empty", "new"):
+        HFExport(str(tmp_path / fine)).setup(None, None, "fit")
+    assert (tmp_path / "run_a" / "metrics.csv").read_text() == "step\n"
 
 
 @pytest.mark.parametrize("generator", ["basic_arithmetic", "chain_sum"])

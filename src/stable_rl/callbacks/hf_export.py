@@ -15,11 +15,24 @@ class HFExport(L.Callback):
     weights are gathered by every process, rank 0 writes them.
 
     Args:
-        dirpath: the HF model directory to (re)write.
+        dirpath: the HF model directory to (re)write: new, empty, or a previous export (it is replaced
+            whole, so a directory holding anything else is refused before training starts).
     """
 
     def __init__(self, dirpath: str) -> None:
         self.dirpath = Path(dirpath)
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """Refuse a target whose contents the export would delete: a file, or a non-empty directory
+        without the ``config.json`` of an earlier export (e.g. ``dirpath: runs``)."""
+        target = self.dirpath
+        if target.exists() and not target.is_dir():
+            raise ValueError(f"HFExport dirpath {target} is a file: choose a directory for the exported model")
+        if target.is_dir() and any(target.iterdir()) and not (target / "config.json").is_file():
+            raise ValueError(
+                f"HFExport dirpath {target} holds files that are not an earlier export (no config.json), and the "
+                "export replaces the directory whole: choose a new or empty directory, e.g. runs/<name>/hf"
+            )
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         writer = trainer.global_rank == 0

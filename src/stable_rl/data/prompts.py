@@ -1,5 +1,7 @@
 """Prompt sources: math problems with a gold answer, from reasoning-gym or local files."""
 
+import csv
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,15 +72,17 @@ class ReasoningGymPrompts(PromptSource):
 
 
 class FilePrompts(PromptSource):
-    """Problems from a local JSONL/JSON/parquet/CSV file via ``datasets``.
+    """Problems from a local JSONL/JSON/CSV file (read as written: a number is kept as the text it was
+    written as, so ``0.00001`` stays ``0.00001``) or parquet (via ``datasets``; a float column cannot be read
+    exactly and is refused).
 
     Args:
-        path: the file; its extension picks the loader.
+        path: the file; its extension picks the reader.
         prompt_field: column holding the question.
         answer_field: column holding the gold answer.
     """
 
-    LOADERS: ClassVar[dict[str, str]] = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+    SUFFIXES: ClassVar[tuple[str, ...]] = (".jsonl", ".json", ".csv", ".parquet")
 
     def __init__(self, path: str, prompt_field: str = "prompt", answer_field: str = "answer") -> None:
         self.path = path
@@ -86,30 +90,62 @@ class FilePrompts(PromptSource):
         self.answer_field = answer_field
 
     def load(self) -> list[Problem]:
-        import datasets
-
         path = Path(self.path)
         if not path.is_file():
             raise FileNotFoundError(
                 f"prompt file {path} not found: set data.prompts.init_args.path to an existing file"
             )
-        loader = self.LOADERS.get(path.suffix)
-        if loader is None:
-            raise ValueError(f"prompt file {path} has suffix {path.suffix!r}; use one of {sorted(self.LOADERS)}")
-        empty = f"prompt file {path} has no rows: give it at least one {self.prompt_field}/{self.answer_field}"
-        if path.stat().st_size == 0:  # datasets fails on an empty file with a bare StopIteration
-            raise ValueError(empty)
-        rows = datasets.load_dataset(loader, data_files=str(path), split="train")
-        if len(rows) == 0:
-            raise ValueError(empty)
+        if path.suffix not in self.SUFFIXES:
+            raise ValueError(f"prompt file {path} has suffix {path.suffix!r}; use one of {sorted(self.SUFFIXES)}")
+        rows = _read_rows(path) if path.stat().st_size else []
+        if not rows:
+            raise ValueError(
+                f"prompt file {path} has no rows: give it at least one {self.prompt_field}/{self.answer_field}"
+            )
         problems = []
         for index, row in enumerate(rows):
-            missing = [f for f in (self.prompt_field, self.answer_field) if row.get(f) in (None, "")]
+            missing = [f for f in (self.prompt_field, self.answer_field) if _blank(row.get(f))]
             if missing:
                 raise ValueError(
                     f"row {index} of {path} has no {' or '.join(repr(f) for f in missing)}: every row needs a "
                     f"question in {self.prompt_field!r} and a gold answer in {self.answer_field!r} "
                     "(or set prompt_field/answer_field to the file's column names)"
                 )
-            problems.append(Problem(str(row[self.prompt_field]), str(row[self.answer_field])))
+            where = f"row {index} of {path}"
+            problems.append(Problem(_text(row[self.prompt_field], where), _text(row[self.answer_field], where)))
         return problems
+
+
+def _read_rows(path: Path) -> list[dict]:
+    """The file's rows, numbers in JSON as the text they were written as, CSV cells as written."""
+    if path.suffix == ".jsonl":
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        return [json.loads(line, parse_float=str, parse_int=str) for line in lines]
+    if path.suffix == ".json":
+        rows = json.loads(path.read_text(), parse_float=str, parse_int=str)
+        if not isinstance(rows, list):
+            raise ValueError(f"prompt file {path} holds a JSON {type(rows).__name__}: give it a list of rows")
+        return rows
+    if path.suffix == ".csv":
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+    import datasets
+
+    return list(datasets.load_dataset("parquet", data_files=str(path), split="train"))
+
+
+def _text(value, where: str) -> str:
+    """A question or gold answer as text; an integer (parquet) is exact, other types cannot be one."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise ValueError(
+        f"{where} has a {type(value).__name__} ({str(value)[:40]!r}) where a question or gold answer goes: "
+        "write it as a string (a float cannot be read back exactly, a list or mapping is not one answer)"
+    )
+
+
+def _blank(value) -> bool:
+    """No value, or text of whitespace alone (a prompt of spaces is as empty as no prompt)."""
+    return value is None or (isinstance(value, str) and not value.strip())

@@ -1,0 +1,68 @@
+"""Each rung of the simulated mismatch ladder measured in training, not only against a fixed policy.
+
+Runs ``recipes/minirl.yaml`` with the HF engine's simulated FP8 (``recipes/paper/fp8.yaml``), R3 (so the
+routing agreement is logged) and each rung's overlay (``recipes/paper/mismatch/``) for a few global steps,
+one after another, keeps each run's metrics under ``--out``, and prints the means over the steps:
+
+    python benchmarks/ladder_in_training.py --steps 20 --out benchmarks/cpu/ladder_in_training
+    python benchmarks/ladder_in_training.py --out benchmarks/cpu/ladder_in_training --report  # the table again
+"""
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from stable_rl.report import read_run
+
+BASE = ["recipes/minirl.yaml", "recipes/paper/fp8.yaml", "recipes/paper/minirl_r3.yaml"]
+RUNGS = ["", "fp8_per_tensor", "e5m2", "fp4", "fp8_router", "fp8_kv"]  # "": fp8.yaml's per-channel e4m3
+COLUMNS = {
+    "KL k3": "train/kl_k3",
+    "KL k3 w/o replay": "train/kl_k3_no_replay",
+    "mean |log pi_old/mu_old|": "train/health/train_infer_abs",
+    "routing agreement": "train/routing/infer_agreement",
+    "reward": "train/reward",
+}
+
+
+def recipes() -> list[str]:
+    return [" ".join(BASE + ([f"recipes/paper/mismatch/{rung}.yaml"] if rung else [])) for rung in RUNGS]
+
+
+def run(steps: int, out: Path) -> None:
+    save_dir = Path("runs/ladder_in_training")
+    shutil.rmtree(save_dir, ignore_errors=True)
+    command = [sys.executable, "-m", "stable_rl.sweep", "--seeds", "0", "--save-dir", str(save_dir), "--recipes"]
+    extra = [f"--trainer.max_steps={steps}", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false"]
+    subprocess.run([*command, *recipes(), "--", *extra], check=True)
+    for csv in save_dir.glob("*/version_0/metrics.csv"):
+        target = out / csv.parent.parent.name / "version_0"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy(csv, target / "metrics.csv")
+
+
+def table(out: Path) -> str:
+    lines = ["| run | " + " | ".join(COLUMNS) + " |", "|---|" + "---|" * len(COLUMNS)]
+    for run_dir in sorted(out.glob("*/version_0")):
+        series = read_run(run_dir)
+        cells = [f"{statistics.fmean(v for _, v in series[m]):.3g}" if m in series else "-" for m in COLUMNS.values()]
+        lines.append(f"| {run_dir.parent.name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20, help="global steps per rung")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/cpu/ladder_in_training"))
+    parser.add_argument("--report", action="store_true", help="print the table from the kept logs only")
+    args = parser.parse_args()
+    if not args.report:
+        run(args.steps, args.out)
+    print(table(args.out))
+
+
+if __name__ == "__main__":
+    main()
