@@ -8,6 +8,9 @@ import warnings
 
 from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from stable_rl.callbacks.termination_checkpoint import EXIT_TERMINATED, TerminationCheckpoint
 
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
 # one after the update: exactly what a resumed run needs (step k's weights with global_step k).
@@ -17,9 +20,17 @@ warnings.filterwarnings("ignore", "Using ModelCheckpoint with manual optimizatio
 warnings.filterwarnings("ignore", r"It is recommended to use `self.log\('val/")
 
 
+class StableRLCLI(LightningCLI):
+    """LightningCLI that gives every run a ``TerminationCheckpoint`` (whatever the YAML's callbacks)."""
+
+    def before_fit(self) -> None:
+        if not any(isinstance(c, TerminationCheckpoint) for c in self.trainer.callbacks):
+            self.trainer.callbacks.append(TerminationCheckpoint())
+
+
 def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
     """Run the CLI; ``args`` replaces ``sys.argv[1:]``; ``run=False`` only builds the objects."""
-    return LightningCLI(
+    return StableRLCLI(
         LightningModule,
         LightningDataModule,
         subclass_mode_model=True,
@@ -33,8 +44,12 @@ def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
 
 
 def console() -> None:
-    """The ``stable-rl`` console script (exit status 0 on success)."""
-    main()
+    """The ``stable-rl`` console script: exit status 0 on success, 143 when terminated (SIGTERM) after
+    keeping a checkpoint to resume from."""
+    try:
+        main()
+    except SIGTERMException:
+        raise SystemExit(EXIT_TERMINATED) from None
 
 
 if __name__ == "__main__":

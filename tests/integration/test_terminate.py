@@ -1,0 +1,53 @@
+"""SIGTERM (preemption, ``kill``): the run keeps a checkpoint at a step boundary, exits 143, and resumes."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = [
+    "--trainer.limit_val_batches=0",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.logger.init_args.version=0",
+    "--trainer.logger.init_args.flush_logs_every_n_steps=1",  # metrics.csv shows when training is under way
+    "--data.init_args.prompts_per_step=2",
+    "--data.init_args.group_size=2",
+    "--data.init_args.engine.init_args.max_new_tokens=8",
+]
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+
+def test_sigterm_keeps_a_checkpoint_exits_143_and_the_run_resumes(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    fit = [sys.executable, "-m", "stable_rl.cli", "fit", "--config=recipes/quickstart.yaml", *SMALL]
+    fit.append(f"--trainer.logger.init_args.save_dir={tmp_path}")
+    run_dir = tmp_path / "quickstart" / "version_0"
+    with open(tmp_path / "first.err", "w") as stderr:  # a file, not a pipe: vLLM's logs would fill a pipe
+        process = subprocess.Popen([*fit, "--trainer.max_steps=500"], cwd=REPO, env=env, stderr=stderr)
+        deadline = time.monotonic() + 300
+        metrics = run_dir / "metrics.csv"
+        while not (metrics.exists() and "train/reward" in metrics.read_text()):  # a step has been trained
+            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "first.err").read_text()[-3000:]
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=300) == 143, (tmp_path / "first.err").read_text()[-3000:]
+    last = run_dir / "checkpoints" / "last.ckpt"
+    stopped = torch.load(last, weights_only=False)["global_step"]
+    assert 1 <= stopped < 500
+    resumed = subprocess.run(
+        [*fit, f"--trainer.max_steps={stopped + 1}", f"--ckpt_path={last}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert torch.load(last, weights_only=False)["global_step"] == stopped + 1
