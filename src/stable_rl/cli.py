@@ -5,7 +5,9 @@ stable-rl fit --config recipes/minirl.yaml --config recipes/paper/grpo.yaml
 """
 
 import warnings
+from pathlib import Path
 
+from jsonargparse import Namespace
 from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -21,11 +23,38 @@ warnings.filterwarnings("ignore", r"It is recommended to use `self.log\('val/")
 
 
 class StableRLCLI(LightningCLI):
-    """LightningCLI that gives every run a ``TerminationCheckpoint`` (whatever the YAML's callbacks)."""
+    """LightningCLI that resolves ``--ckpt_path=last`` to the run's newest ``last`` checkpoint (and logs the
+    resumed run into that version), and gives every run a ``TerminationCheckpoint``."""
+
+    def before_instantiate_classes(self) -> None:
+        if self.subcommand == "fit":
+            resolve_last_checkpoint(self.config.fit)
 
     def before_fit(self) -> None:
         if not any(isinstance(c, TerminationCheckpoint) for c in self.trainer.callbacks):
             self.trainer.callbacks.append(TerminationCheckpoint())
+
+
+def resolve_last_checkpoint(config) -> None:
+    """``ckpt_path: last`` with a logger that numbers versions: Lightning looks for ``last.ckpt`` only in the
+    new version the logger is about to open, finds none and trains from step 0. Point it instead at the
+    newest ``<save_dir>/<name>/version_*/checkpoints/last*.ckpt`` and log into that version; with none there
+    (a requeued run's first start) the run starts fresh, as Lightning does."""
+    logger = config.trainer.get("logger")
+    init = logger.get("init_args") if isinstance(logger, Namespace) else None
+    if config.get("ckpt_path") != "last" or init is None or init.get("save_dir") is None:
+        return
+    root = Path(init.save_dir) / (init.get("name") or "lightning_logs")
+    if init.get("version") is not None:
+        root = root / (init.version if isinstance(init.version, str) else f"version_{init.version}")
+        found = list(root.glob("checkpoints/last*.ckpt"))
+    else:
+        found = list(root.glob("version_*/checkpoints/last*.ckpt"))
+    if found:
+        newest = max(found, key=lambda path: path.stat().st_mtime)
+        config.ckpt_path = str(newest)
+        if init.get("version") is None:
+            init.version = int(newest.parent.parent.name.removeprefix("version_"))
 
 
 def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:

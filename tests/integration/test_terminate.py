@@ -1,4 +1,5 @@
-"""SIGTERM (preemption, ``kill``): the run keeps a checkpoint at a step boundary, exits 143, and resumes."""
+"""A requeued run: SIGTERM (preemption, ``kill``) keeps a checkpoint at a step boundary and exits 143;
+``--ckpt_path=last`` then finds it and resumes into the same log version."""
 
 import os
 import signal
@@ -14,7 +15,6 @@ REPO = Path(__file__).resolve().parents[2]
 SMALL = [
     "--trainer.limit_val_batches=0",
     "--trainer.enable_progress_bar=false",
-    "--trainer.logger.init_args.version=0",
     "--trainer.logger.init_args.flush_logs_every_n_steps=1",  # metrics.csv shows when training is under way
     "--data.init_args.prompts_per_step=2",
     "--data.init_args.group_size=2",
@@ -24,7 +24,7 @@ SMALL = [
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 
-def test_sigterm_keeps_a_checkpoint_exits_143_and_the_run_resumes(tmp_path):
+def test_sigterm_keeps_a_checkpoint_exits_143_and_ckpt_path_last_resumes_it(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     fit = [sys.executable, "-m", "stable_rl.cli", "fit", "--config=recipes/quickstart.yaml", *SMALL]
     fit.append(f"--trainer.logger.init_args.save_dir={tmp_path}")
@@ -42,7 +42,7 @@ def test_sigterm_keeps_a_checkpoint_exits_143_and_the_run_resumes(tmp_path):
     stopped = torch.load(last, weights_only=False)["global_step"]
     assert 1 <= stopped < 500
     resumed = subprocess.run(
-        [*fit, f"--trainer.max_steps={stopped + 1}", f"--ckpt_path={last}"],
+        [*fit, f"--trainer.max_steps={stopped + 1}", "--ckpt_path=last"],  # what a requeue script runs
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -51,3 +51,4 @@ def test_sigterm_keeps_a_checkpoint_exits_143_and_the_run_resumes(tmp_path):
     )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert torch.load(last, weights_only=False)["global_step"] == stopped + 1
+    assert sorted(p.name for p in run_dir.parent.iterdir()) == ["version_0"]  # logged on into the same version
