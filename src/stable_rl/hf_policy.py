@@ -5,12 +5,14 @@ from collections.abc import Iterator
 import lightning as L
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 from torch.distributed.tensor import DTensor
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from stable_rl.logprobs import sequence_logprobs
+from stable_rl.resume_settings import apply_configured_optimizer, configured_optimizer
 from stable_rl.rng import rng_states, set_rng_states
 from stable_rl.rollout.engine import Dtype
 from stable_rl.sharding import is_sharded, shard
@@ -124,12 +126,20 @@ class HFPolicyModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["rng_states"] = rng_states()  # Lightning keeps none: a resumed run continues the streams
+        if self._trainer is not None and self.trainer.optimizers:
+            checkpoint["optimizer_class"] = type(self.trainer.optimizers[0]).__qualname__
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self._check_same_model(checkpoint)
         fitting = self._trainer is not None and self.trainer.state.fn == "fit"
         if "rng_states" in checkpoint and fitting:  # validating or testing a checkpoint leaves the RNG alone
             set_rng_states(checkpoint["rng_states"])
+        if fitting:  # before Lightning loads the optimizer state from the same dict
+            changes = apply_configured_optimizer(checkpoint, configured_optimizer(self.optimizer_factory))
+            if changes:
+                rank_zero_warn(
+                    f"resumed with this run's optimizer settings, not the checkpoint's: {', '.join(changes)}"
+                )
 
     def full_weights(self) -> Iterator[tuple[str, Tensor]]:
         """The policy's weights by HF name, whole, one at a time: a sharded (FSDP2) weight is gathered from

@@ -32,6 +32,7 @@ from stable_rl.health import PARTS, health_metrics
 from stable_rl.hf_policy import Dtype, HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_kl
 from stable_rl.objectives import MiniRL, Objective
+from stable_rl.resume_settings import describe
 from stable_rl.rollout import EvalBatch, RolloutBatch
 from stable_rl.timing import timed
 
@@ -124,6 +125,16 @@ class PolicyModule(HFPolicyModule):
         self.automatic_optimization = False
         self.step_metrics = StepMetrics()
         self.eval_metrics: dict[str, dict[str, PassAtK | ProblemCount]] = {}
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint["objective"] = describe(self.objective)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
+        saved, mine = checkpoint.get("objective"), describe(self.objective)
+        if saved is not None and saved != mine:
+            rank_zero_warn(f"resumed with objective {mine}, the checkpoint was trained with {saved}")
 
     def batch_logprobs(self, batch: RolloutBatch, entropy: bool = True) -> tuple[Tensor, Tensor | None]:
         """Position-aligned log pi and entropy (None with ``entropy=False``), [M, L] each, at the batch's
