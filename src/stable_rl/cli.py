@@ -29,6 +29,8 @@ class StableRLCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         if self.subcommand == "fit":
             resolve_last_checkpoint(self.config.fit)
+            check_checkpoint_file(self.config.fit.get("ckpt_path"))
+            check_trainer_settings(self.config.fit.trainer)
 
     def before_fit(self) -> None:
         if not any(isinstance(c, TerminationCheckpoint) for c in self.trainer.callbacks):
@@ -55,6 +57,37 @@ def resolve_last_checkpoint(config) -> None:
         config.ckpt_path = str(newest)
         if init.get("version") is None:
             init.version = int(newest.parent.parent.name.removeprefix("version_"))
+
+
+def check_trainer_settings(trainer) -> None:
+    """Trainer settings of automatic optimization, which stable-rl's updates (several per rollout, by hand)
+    replace: named with their stable-rl setting, where Lightning would suggest automatic optimization."""
+    if trainer.get("gradient_clip_val"):
+        raise ValueError(
+            f"trainer.gradient_clip_val={trainer.gradient_clip_val}: stable-rl clips each of its updates itself: "
+            "remove it and set model.init_args.max_grad_norm"
+        )
+    if trainer.get("accumulate_grad_batches") not in (None, 1):
+        raise ValueError(
+            f"trainer.accumulate_grad_batches={trainer.accumulate_grad_batches}: stable-rl accumulates gradients "
+            "over micro-batches itself: remove it and set model.init_args.micro_batch_size (memory) or "
+            "mini_batch_size (responses per update)"
+        )
+
+
+def check_checkpoint_file(ckpt_path: str | None) -> None:
+    """An empty or missing checkpoint file fails here, named, not as torch's "Ran out of input" after the
+    model is built."""
+    if ckpt_path in (None, "last", "hpc", "best", "registry") or "://" in str(ckpt_path):
+        return
+    path = Path(ckpt_path)
+    if path.is_file() and path.stat().st_size == 0:
+        raise ValueError(
+            f"checkpoint {path} is empty (a save cut off by a crash or a full disk): resume from another one, "
+            "e.g. an earlier step's, or --ckpt_path=last"
+        )
+    if not path.exists():
+        raise FileNotFoundError(f"checkpoint {path} not found: pass the path of a .ckpt file, or --ckpt_path=last")
 
 
 def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:

@@ -69,6 +69,14 @@ class RolloutDataModule(L.LightningDataModule):
         eval_prompts_per_batch: int = 32,
     ) -> None:
         super().__init__()
+        for name, value in (
+            ("prompts_per_step", prompts_per_step),
+            ("max_prompt_tokens", max_prompt_tokens),
+            ("eval_samples", eval_samples),
+            ("eval_prompts_per_batch", eval_prompts_per_batch),
+        ):
+            if value < 1:
+                raise ValueError(f"data.init_args.{name}={value} must be at least 1")
         if group_size < 2:
             raise ValueError(f"group_size={group_size}: the group baseline needs data.group_size >= 2")
         if engine.sampling.temperature <= 0 or engine.sampling.top_p != 1.0:

@@ -25,6 +25,18 @@ class Sampling:
     temperature: float = 1.0
     top_p: float = 1.0
 
+    def __post_init__(self) -> None:
+        where = "data.engine.init_args (training) or data.eval_sampling (evaluation)"
+        if self.max_new_tokens < 1:
+            raise ValueError(
+                f"max_new_tokens={self.max_new_tokens}: a response needs at least 1 token; set it in {where}"
+            )
+        if self.temperature < 0 or not 0 < self.top_p <= 1:
+            raise ValueError(
+                f"temperature={self.temperature}, top_p={self.top_p}: need temperature >= 0 (0 = greedy) and "
+                f"0 < top_p <= 1; set them in {where}"
+            )
+
 
 @dataclass(frozen=True)
 class Sample:

@@ -1,0 +1,49 @@
+"""Settings refused where they are given, each message naming the setting and the fix."""
+
+import pytest
+from jsonargparse import Namespace
+
+from stable_rl.cli import check_checkpoint_file, check_trainer_settings
+from stable_rl.data import ReasoningGymPrompts, RolloutDataModule
+from stable_rl.rollout import HFEngine
+from stable_rl.rollout.engine import Sampling
+
+
+@pytest.mark.parametrize(
+    ("sampling", "message"),
+    [
+        ({"max_new_tokens": 0}, r"max_new_tokens=0: a response needs at least 1 token; set it in data.engine"),
+        ({"top_p": 0.0}, r"temperature=1.0, top_p=0.0: need temperature >= 0 .* and 0 < top_p <= 1"),
+        ({"temperature": -0.5}, r"temperature=-0.5, top_p=1.0: need temperature >= 0"),
+    ],
+)
+def test_sampling_that_cannot_sample_is_refused(sampling, message):
+    with pytest.raises(ValueError, match=message):
+        Sampling(**sampling)
+    with pytest.raises(ValueError, match=message):  # the engine's settings build one
+        HFEngine(**sampling)
+
+
+@pytest.mark.parametrize("name", ["prompts_per_step", "max_prompt_tokens", "eval_samples", "eval_prompts_per_batch"])
+def test_data_sizes_below_1_are_refused(name):
+    with pytest.raises(ValueError, match=rf"data.init_args.{name}=0 must be at least 1"):
+        RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=8, seed=3), engine=HFEngine(), **{name: 0})
+
+
+def test_lightnings_automatic_optimization_settings_point_to_stable_rls():
+    with pytest.raises(ValueError, match=r"trainer.gradient_clip_val=1.0: .* set model.init_args.max_grad_norm"):
+        check_trainer_settings(Namespace(gradient_clip_val=1.0, accumulate_grad_batches=1))
+    with pytest.raises(ValueError, match=r"trainer.accumulate_grad_batches=4: .* set model.init_args.micro_batch_size"):
+        check_trainer_settings(Namespace(gradient_clip_val=None, accumulate_grad_batches=4))
+    check_trainer_settings(Namespace(gradient_clip_val=None, accumulate_grad_batches=1))
+
+
+def test_an_empty_or_missing_checkpoint_file_is_named(tmp_path):
+    (tmp_path / "cut.ckpt").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"cut.ckpt is empty \(a save cut off .*\): resume from another one"):
+        check_checkpoint_file(str(tmp_path / "cut.ckpt"))
+    with pytest.raises(FileNotFoundError, match=r"nope.ckpt not found: pass the path of a .ckpt file"):
+        check_checkpoint_file(str(tmp_path / "nope.ckpt"))
+    (tmp_path / "sharded").mkdir()  # FSDP2 checkpoints are directories
+    for fine in (None, "last", str(tmp_path / "sharded")):
+        check_checkpoint_file(fine)
