@@ -30,8 +30,11 @@ def fixed_batch(vocab: int, prompts: int = 2, group: int = 4, version: int = 0) 
     return RolloutBatch.from_samples(samples, rewards, group, 0, temperature=1.0, policy_version=version)
 
 
-def train_on(batch: RolloutBatch | list[RolloutBatch], module: PolicyModule, steps: int, callbacks=(), root=None):
-    """Fit ``module`` on one fixed batch (or on these batches in turn) for ``steps`` optimizer updates."""
+def train_on(
+    batch: RolloutBatch | list[RolloutBatch], module: PolicyModule, steps: int, callbacks=(), root=None, ckpt_path=None
+):
+    """Fit ``module`` on one fixed batch (or on these batches in turn) for ``steps`` optimizer updates
+    (from ``ckpt_path``'s step when given)."""
     trainer = L.Trainer(
         max_steps=steps,
         accelerator="cpu",
@@ -43,7 +46,7 @@ def train_on(batch: RolloutBatch | list[RolloutBatch], module: PolicyModule, ste
         default_root_dir=root,
     )
     batches = batch if isinstance(batch, list) else [batch]
-    trainer.fit(module, train_dataloaders=DataLoader(batches, collate_fn=lambda rows: rows[0]))
+    trainer.fit(module, train_dataloaders=DataLoader(batches, collate_fn=lambda rows: rows[0]), ckpt_path=ckpt_path)
     return module
 
 

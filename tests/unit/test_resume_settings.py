@@ -3,8 +3,7 @@
 import lightning as L
 import pytest
 import torch
-from test_module import fixed_batch
-from torch.utils.data import DataLoader
+from test_module import fixed_batch, train_on
 
 from stable_rl.module import PolicyModule
 from stable_rl.objectives import MiniRL
@@ -67,19 +66,9 @@ def test_another_optimizer_class_is_refused_with_the_fix():
 
 
 def fit(module: PolicyModule, root, steps: int, ckpt_path=None, start: int = 0) -> L.Trainer:
-    trainer = L.Trainer(
-        max_steps=steps,
-        accelerator="cpu",
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=root,
-    )
-    batches = [fixed_batch(vocab=2048, version=step) for step in range(start, steps)]  # one global step each
-    loader = DataLoader(batches, collate_fn=lambda rows: rows[0])
-    trainer.fit(module, train_dataloaders=loader, ckpt_path=ckpt_path)
-    return trainer
+    """Train to ``steps`` global steps (from ``ckpt_path``'s), one fixed batch of the right version each."""
+    batches = [fixed_batch(vocab=2048, version=step) for step in range(start, steps)]
+    return train_on(batches, module, steps, root=root, ckpt_path=ckpt_path).trainer
 
 
 @pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
