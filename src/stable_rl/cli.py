@@ -30,9 +30,10 @@ class StableRLCLI(LightningCLI):
         if self.subcommand == "fit":
             resolve_last_checkpoint(self.config.fit)
             check_checkpoint_file(self.config.fit.get("ckpt_path"))
-            check_trainer_settings(self.config.fit.trainer)
 
     def before_fit(self) -> None:
+        if not self.model.automatic_optimization:  # RL updates (PolicyModule); SFT uses Lightning's own
+            check_trainer_settings(self.trainer)
         if not any(isinstance(c, TerminationCheckpoint) for c in self.trainer.callbacks):
             self.trainer.callbacks.append(TerminationCheckpoint())
 
@@ -60,14 +61,15 @@ def resolve_last_checkpoint(config) -> None:
 
 
 def check_trainer_settings(trainer) -> None:
-    """Trainer settings of automatic optimization, which stable-rl's updates (several per rollout, by hand)
-    replace: named with their stable-rl setting, where Lightning would suggest automatic optimization."""
-    if trainer.get("gradient_clip_val"):
+    """Trainer settings of automatic optimization, which the RL module's updates (several per rollout, by
+    hand) replace: named with their stable-rl setting, where Lightning would suggest automatic optimization
+    (SFT, which optimizes automatically, keeps them)."""
+    if getattr(trainer, "gradient_clip_val", None):
         raise ValueError(
             f"trainer.gradient_clip_val={trainer.gradient_clip_val}: stable-rl clips each of its updates itself: "
             "remove it and set model.init_args.max_grad_norm"
         )
-    if trainer.get("accumulate_grad_batches") not in (None, 1):
+    if getattr(trainer, "accumulate_grad_batches", 1) not in (None, 1):
         raise ValueError(
             f"trainer.accumulate_grad_batches={trainer.accumulate_grad_batches}: stable-rl accumulates gradients "
             "over micro-batches itself: remove it and set model.init_args.micro_batch_size (memory) or "

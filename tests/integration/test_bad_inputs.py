@@ -36,9 +36,10 @@ def fails(tmp_path: Path, *overrides: str) -> str:
             "the KV cache cannot hold one sequence of 192 tokens (prompt + response); raise "
             "data.engine.init_args.kv_cache_memory_bytes",
         ),
-        (  # vLLM refusing its settings: its own message, unchanged
+        (  # a response that cannot fit the model's context: named before vLLM starts
             ["--data.init_args.engine.init_args.max_new_tokens=2000"],
-            "User-specified max_model_len (2128) is greater than the derived max_model_len",
+            "data.max_prompt_tokens=128 + max_new_tokens=2000 (the engine's or data.eval_sampling's) = 2128 "
+            "tokens exceed the model's context of 1024",
         ),
         (  # tensor parallelism in one process: the weight sync cannot reach vLLM's worker processes
             ["--data.init_args.engine.init_args.tensor_parallel_size=2"],
@@ -52,8 +53,12 @@ def fails(tmp_path: Path, *overrides: str) -> str:
             ["--trainer.precision=bf16-mixed"],
             "trainer.precision=bf16-mixed casts the policy's forward",
         ),
+        (  # Lightning's automatic clipping: it would suggest automatic optimization
+            ["--trainer.gradient_clip_val=1.0"],
+            "trainer.gradient_clip_val=1.0: stable-rl clips each of its updates itself",
+        ),
     ],
-    ids=["kv-cache-oom", "vllm-settings", "tp-in-one-process", "prompt-too-long", "bf16-mixed"],
+    ids=["kv-cache-oom", "context-overflow", "tp-in-one-process", "prompt-too-long", "bf16-mixed", "gradient-clip-val"],
 )
 def test_the_error_names_the_problem_and_the_fix(tmp_path, overrides, message):
     stderr = fails(tmp_path, "--trainer.limit_val_batches=0", *overrides)

@@ -171,3 +171,13 @@ def test_hf_engine_fp8_samples_from_its_rounded_model(tiny_model, tokenizer, tin
     quantize_weights_(tiny_model)
     quantize_linear_inputs(tiny_model)
     assert max_logprob_error(tiny_model, samples, 1.0) < 1e-4 < 1e-2 < gap
+
+
+def test_vllm_refusing_its_settings_is_passed_through_unchanged(tiny_model_path):
+    """vLLM's own ValueError (here: a context beyond the model's, which the data module names earlier in a
+    run) reaches the user as vLLM wrote it, not wrapped in a model-directory hint."""
+    pytest.importorskip("vllm")
+    engine = VLLMEngine(max_new_tokens=8)
+    with pytest.raises(ValueError, match=r"User-specified max_model_len \(2128\) is greater than the derived"):
+        engine.start(tiny_model_path, max_model_len=2128)
+    engine.close()

@@ -16,7 +16,7 @@ import lightning as L
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, DistributedSampler
-from transformers import AutoTokenizer
+from transformers import AutoConfig, AutoTokenizer
 
 from stable_rl.data.prompt_batches import PromptBatches, share_of
 from stable_rl.data.prompts import PromptSource
@@ -118,7 +118,19 @@ class RolloutDataModule(L.LightningDataModule):
                 f"span two nodes of trainer.devices={trainer.num_devices}: choose a divisor of trainer.devices"
             )
         if not self.problems:
+            self._check_context(self.trainer.lightning_module.model_path)
             self._load_problems(self.trainer.lightning_module.model_path)
+
+    def _check_context(self, model_path: str) -> None:
+        """A prompt and a response must fit the model's context; said here, not by vLLM once it starts."""
+        limit = getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", None)
+        longest = max(self.engine.sampling.max_new_tokens, self.eval_sampling.max_new_tokens)
+        if limit is not None and self.max_prompt_tokens + longest > limit:
+            raise ValueError(
+                f"data.max_prompt_tokens={self.max_prompt_tokens} + max_new_tokens={longest} (the engine's or "
+                f"data.eval_sampling's) = {self.max_prompt_tokens + longest} tokens exceed the model's context of "
+                f"{limit} (max_position_embeddings of {model_path}): lower one of them"
+            )
 
     def _load_problems(self, model_path: str) -> None:
         """Tokenize the training problems and the benchmarks (minus training questions)."""

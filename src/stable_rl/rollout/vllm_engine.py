@@ -5,6 +5,7 @@ import logging
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 from torch import Tensor
@@ -23,8 +24,6 @@ from stable_rl.rollout.vllm_routes import NUMPY_ROUTE_DTYPE, VLLMRouteCapture
 from stable_rl.routing import moe_layers_of
 
 CPU_KV_CACHE_BYTES = 256 * 2**20  # vLLM-CPU's KV cache unless told otherwise (it has no memory profiling)
-# vLLM's (and huggingface_hub's) ValueErrors that mean "no model there", not "settings refused"
-MODEL_LOCATION_ERRORS = ("Repo id must be", "Invalid repository ID", "config.json", "does not appear to have")
 
 
 class VLLMEngine(RolloutEngine):
@@ -327,8 +326,8 @@ def kept_cuda_device() -> Iterator[None]:
 
 def _start_failure(model_path: str, max_model_len: int, error: Exception) -> Exception:
     """What went wrong when vLLM would not start, and what to change: vLLM's own refusal of its settings
-    (a ``ValueError``, pydantic's validation errors included) passes through unchanged; a model that is not
-    there gets the model-directory hint."""
+    (a ``ValueError``, pydantic's validation errors included, for a model directory with a config.json)
+    passes through unchanged; a model that is not there gets the model-directory hint."""
     what = f"vLLM failed to start on {model_path} ({type(error).__name__}: {error})"
     if any(sign in str(error) for sign in ("cache blocks", "KV cache")):
         return RuntimeError(
@@ -336,8 +335,8 @@ def _start_failure(model_path: str, max_model_len: int, error: Exception) -> Exc
             "data.engine.init_args.kv_cache_memory_bytes (or gpu_memory_utilization on a GPU), or lower "
             "data.max_prompt_tokens / the engine's max_new_tokens"
         )
-    if isinstance(error, ValueError) and not any(sign in str(error) for sign in MODEL_LOCATION_ERRORS):
-        return error
+    if isinstance(error, ValueError) and (Path(model_path) / "config.json").is_file():
+        return error  # a model is there: vLLM refused its settings (its messages may mention config.json)
     return RuntimeError(
         f"{what}: check that the model directory holds a config.json, weights and a tokenizer that vLLM "
         "supports, and the engine's settings (dtype, tensor_parallel_size); or use "
