@@ -59,22 +59,24 @@ def rate_at(rates: list[tuple[int, float]], step: int) -> float:
 def outcome(run_dir: Path, steps: int = 200) -> Outcome:
     """Read one CSVLogger version directory (``<save_dir>/<variant>-s<seed>/version_<n>``) of a run planned
     for ``steps`` global steps."""
-    series = read_run(run_dir)
+    return outcome_of(run_dir.parent.name, read_run(run_dir), steps)
+
+
+def outcome_of(name: str, series: dict[str, list[tuple[int, float]]], steps: int) -> Outcome:
+    """The outcome of run ``name`` (``<variant>-s<seed>``) from its metric series."""
     rates = learning_rate(series)
-    variant, _, seed = run_dir.parent.name.rpartition("-s")
+    variant, _, seed = name.rpartition("-s")
     last_step = max(step for points in series.values() for step, _ in points)
     signs = [
-        (points[0][0], name.removeprefix("train/instability/"))
-        for name, points in series.items()
-        if name.startswith("train/instability/")
+        (points[0][0], metric.removeprefix("train/instability/"))
+        for metric, points in series.items()
+        if metric.startswith("train/instability/")
     ]
-    base = Outcome(
-        variant or run_dir.parent.name, int(seed) if seed.isdigit() else 0, last_step, rate_at(rates, last_step)
-    )
+    base = Outcome(variant or name, int(seed) if seed.isdigit() else 0, last_step, rate_at(rates, last_step))
     if not signs:
         return replace(base, cut_off=last_step + 1 < steps)
     step, sign = min(signs)
-    return Outcome(base.variant, base.seed, last_step, base.last_lr, step, rate_at(rates, step), sign)
+    return replace(base, collapse_step=step, collapse_lr=rate_at(rates, step), sign=sign)
 
 
 def median_lr(outcomes: list[Outcome]) -> float:
@@ -213,7 +215,7 @@ def frontier_report(run_dirs: list[Path], out: Path, pairs: list[tuple[str, str]
     if len(set(labels)) < len(labels):
         raise ValueError("two runs share a name: pass one version directory per <variant>-s<seed>")
     runs = {label: read_run(d) for label, d in zip(labels, run_dirs, strict=True)}
-    outcomes = {label: outcome(d, steps) for label, d in zip(labels, run_dirs, strict=True)}
+    outcomes = {label: outcome_of(label, series, steps) for label, series in runs.items()}
     out.mkdir(parents=True, exist_ok=True)
     plot_frontier(list(outcomes.values()), out / "frontier.png")
     plot_aligned(runs, outcomes, out / "aligned.png")

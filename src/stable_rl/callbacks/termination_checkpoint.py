@@ -20,9 +20,10 @@ class TerminationCheckpoint(L.Callback):
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
         if not isinstance(exception, SIGTERMException):
             return
-        keepers = [c for c in trainer.checkpoint_callbacks if isinstance(c, ModelCheckpoint) and c.save_last]
         paths = []
-        for keeper in (c for c in keepers if c.dirpath):
+        for keeper in trainer.checkpoint_callbacks:
+            if not (isinstance(keeper, ModelCheckpoint) and keeper.save_last and keeper.dirpath):
+                continue
             path = Path(keeper.format_checkpoint_name({}, keeper.CHECKPOINT_NAME_LAST))
             keeper.last_model_path = str(path)  # saved with it: the resumed run then updates this file, not last-v1
             paths.append(path)

@@ -121,15 +121,19 @@ class RolloutDataModule(L.LightningDataModule):
             self._check_context(self.trainer.lightning_module.model_path)
             self._load_problems(self.trainer.lightning_module.model_path)
 
+    @property
+    def longest_response(self) -> int:
+        """The most new tokens a response may have, in training or evaluation."""
+        return max(self.engine.sampling.max_new_tokens, self.eval_sampling.max_new_tokens)
+
     def _check_context(self, model_path: str) -> None:
         """A prompt and a response must fit the model's context; said here, not by vLLM once it starts."""
         limit = getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", None)
-        longest = max(self.engine.sampling.max_new_tokens, self.eval_sampling.max_new_tokens)
-        if limit is not None and self.max_prompt_tokens + longest > limit:
+        if limit is not None and self.max_prompt_tokens + self.longest_response > limit:
             raise ValueError(
-                f"data.max_prompt_tokens={self.max_prompt_tokens} + max_new_tokens={longest} (the engine's or "
-                f"data.eval_sampling's) = {self.max_prompt_tokens + longest} tokens exceed the model's context of "
-                f"{limit} (max_position_embeddings of {model_path}): lower one of them"
+                f"data.max_prompt_tokens={self.max_prompt_tokens} + max_new_tokens={self.longest_response} (the "
+                f"engine's or data.eval_sampling's) = {self.max_prompt_tokens + self.longest_response} tokens exceed "
+                f"the model's context of {limit} (max_position_embeddings of {model_path}): lower one of them"
             )
 
     def _load_problems(self, model_path: str) -> None:
@@ -218,8 +222,7 @@ class RolloutDataModule(L.LightningDataModule):
         The engine starts here, at its first use (and again after a teardown), so callbacks' ``setup``
         can still configure it (e.g. Routing Replay R3 turns on ``return_routes``)."""
         if not self.engine.running:
-            longest = max(self.engine.sampling.max_new_tokens, self.eval_sampling.max_new_tokens)
-            self.engine.start(self.trainer.lightning_module.model_path, self.max_prompt_tokens + longest)
+            self.engine.start(self.trainer.lightning_module.model_path, self.max_prompt_tokens + self.longest_response)
         step = self.trainer.global_step
         self.engine.sync(self.trainer.lightning_module.full_weights(), version=step)  # all processes at once
         return step
