@@ -162,6 +162,20 @@ def random_model(args, config: Qwen3MoeConfig):
     return model, model_dir
 
 
+def quiet_trainer(**options) -> L.Trainer:
+    """A Lightning trainer for timing: no logger, checkpoints, progress bar, summary or validation."""
+    return L.Trainer(
+        accelerator="auto",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        **options,
+    )
+
+
 def fit_synthetic(
     model_dir: str,
     batch: RolloutBatch,
@@ -184,18 +198,11 @@ def fit_synthetic(
         gradient_checkpointing=args.gradient_checkpointing,
     )
     times = StepTimes()
-    trainer = L.Trainer(
+    trainer = quiet_trainer(
         max_steps=args.steps * mini_batches,
-        accelerator="auto",
         devices=devices,
         strategy=(FSDP2Strategy() if strategy == "fsdp2" else "ddp") if devices > 1 else "auto",
         use_distributed_sampler=False,  # every process walks the same steps
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
         callbacks=[times, *callbacks],
     )
     trainer.fit(module, datamodule=SyntheticRollouts(batch, args.steps))

@@ -146,3 +146,68 @@ def test_the_vllm_extra_allows_the_checked_versions():
     assert pyproject["project"]["optional-dependencies"]["vllm"] == [f"vllm{SUPPORTED}"]
     assert GPU_026.checked and GPU_033.checked and CPU_032.checked
     assert not VLLMPlatform(Version("0.25"), cpu=False).checked and not VLLMPlatform(Version("0.34"), cpu=False).checked
+
+
+def test_gpus_default_to_cuda_graphs_and_sleep_mode_cpu_to_neither(on_gpu):
+    """On GPUs the engine decodes with CUDA graphs and sleeps between rollouts unless told otherwise; on CPU
+    it runs eagerly (its route capture needs that) and has no sleep mode, which is refused if asked for."""
+    engine = VLLMEngine()
+    assert (engine._eager(GPU_026), options(GPU_026)["enable_sleep_mode"]) == (False, True)
+    assert (engine._eager(CPU_032), options(CPU_032)["enable_sleep_mode"]) == (True, False)
+    assert options(GPU_026, sleep_mode=False)["enable_sleep_mode"] is False
+    assert VLLMEngine(enforce_eager=True)._eager(GPU_026)
+    with pytest.raises(ValueError, match=r"sleep_mode: true on CPU: .* remove data.engine.init_args.sleep_mode"):
+        options(CPU_032, sleep_mode=True)
+
+
+class SleepingLLM:
+    """Records the engine's calls to vLLM's ``LLM`` (sleep, wake, reload, generate)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def sleep(self, level: int) -> None:
+        self.calls.append(f"sleep {level}")
+
+    def wake_up(self, tags: list[str]) -> None:
+        self.calls.append(f"wake {' '.join(tags)}")
+
+    def collective_rpc(self, method: str, kwargs: dict) -> None:
+        self.calls.append(f"{method} {len(list(kwargs['weights_iterator']))}")
+
+    def reset_prefix_cache(self) -> bool:
+        self.calls.append("reset cache")
+        return True
+
+
+def test_a_sleeping_engine_wakes_its_weights_loads_them_then_wakes_its_kv_cache(monkeypatch):
+    """After a rollout the engine sleeps at level 2 (weights and KV cache freed) and forgets its weights'
+    version, so the next step's sync always loads every weight into the woken memory before the KV cache
+    comes back; PyTorch's cached blocks go back to the device first, for vLLM to map."""
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    engine, llm = VLLMEngine(), SleepingLLM()
+    engine.llm, engine.platform = llm, GPU_026
+    weights = [("w", torch.zeros(1)), ("v", torch.ones(1))]
+    engine.sync(weights, version=0)
+    engine.sleep()
+    engine.sleep()  # already asleep: nothing more
+    assert engine.version is None and engine.asleep
+    with pytest.raises(RuntimeError, match=r"asleep \(sleep_mode\): sync the policy's weights before generating"):
+        engine.generate([[1, 2]], group_size=1, step=1)
+    engine.sync(weights, version=0)  # the same step's weights: gone while asleep, so loaded again
+    assert llm.calls == [
+        "reload_weights 2",
+        "reset cache",
+        "sleep 2",
+        "wake weights",
+        "reload_weights 2",
+        "wake kv_cache",
+        "reset cache",
+    ]
+    assert emptied == [True] and engine.version == 0 and not engine.asleep
+    VLLMEngine(sleep_mode=False).sleep()  # not running: nothing to free
+    awake = VLLMEngine(sleep_mode=False)
+    awake.llm, awake.platform = SleepingLLM(), GPU_026
+    awake.sleep()
+    assert awake.llm.calls == [] and not awake.asleep

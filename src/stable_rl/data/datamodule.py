@@ -250,6 +250,8 @@ class RolloutDataModule(L.LightningDataModule):
             step = self._sync()
         with timed(times, "rollout"):
             samples = self.engine.generate([p.prompt_ids for p in problems], self.group_size, step)
+        with timed(times, "sleep"):
+            self.engine.sleep()  # the update gets the engine's memory (vLLM's sleep mode on GPUs)
         problems, samples = self._own_part(problems, samples)
         with timed(times, "reward"):
             rewards = self._rewards(problems, samples, self.group_size)

@@ -103,6 +103,11 @@ class RolloutEngine(ABC):
     def running(self) -> bool:
         """Whether ``start`` has loaded a model that ``close`` has not released."""
 
+    def sleep(self) -> None:
+        """Free what the engine holds on the device until the next ``sync`` (called after each training
+        rollout, before the update); engines that cannot sleep keep it."""
+        return None
+
     def enable_routes(self) -> None:
         """Return routes from now on; a running engine is closed so its next start captures them."""
         if not self.return_routes:
