@@ -66,7 +66,7 @@ def route_agreement(model, samples, group_size: int) -> float:
 
 @pytest.fixture(scope="module")
 def float32_engine(tiny_model_path):
-    engine = VLLMEngine(max_new_tokens=48, dtype="float32", seed=3, kv_cache_memory_bytes=KV)
+    engine = VLLMEngine(sleep_mode=False, max_new_tokens=48, dtype="float32", seed=3, kv_cache_memory_bytes=KV)
     engine.start(tiny_model_path, max_model_len=128)
     yield engine
     engine.close()
@@ -103,7 +103,9 @@ def test_same_step_and_seed_give_the_same_samples(float32_engine, tokenizer):
 @pytest.mark.parametrize("eager", [True, False], ids=["eager", "cuda-graphs"])
 def test_bfloat16_engine_samples_near_the_policy(tiny_model_path, tokenizer, eager):
     """bfloat16 rollouts (eager and with CUDA graphs) against the float32 policy: a real but small gap."""
-    engine = VLLMEngine(max_new_tokens=48, dtype="bfloat16", seed=3, kv_cache_memory_bytes=KV, enforce_eager=eager)
+    engine = VLLMEngine(
+        sleep_mode=False, max_new_tokens=48, dtype="bfloat16", seed=3, kv_cache_memory_bytes=KV, enforce_eager=eager
+    )
     engine.start(tiny_model_path, max_model_len=128)
     samples = engine.generate(prompts(tokenizer), group_size=8, step=0)
     engine.close()
@@ -126,6 +128,7 @@ def test_r3_routes_are_the_hf_routers_choice_before_and_after_a_sync(
     the G samples of a prompt share its cached blocks, whose routes come from the request that computed
     them. A float32 engine agrees on nearly every choice (near-ties aside); bfloat16 on most."""
     engine = VLLMEngine(
+        sleep_mode=False,
         max_new_tokens=32,
         dtype=dtype,
         seed=3,
@@ -153,7 +156,7 @@ def test_r3_routes_are_the_hf_routers_choice_before_and_after_a_sync(
 def test_routes_of_a_model_with_dense_layers_are_its_moe_layers(tiny_partly_dense_path, tokenizer):
     """Qwen3-MoE with ``mlp_only_layers`` [1]: vLLM returns a column per hidden layer (the dense one empty);
     the engine keeps the 3 MoE layers', matching the HF router of each."""
-    engine = VLLMEngine(max_new_tokens=24, seed=3, kv_cache_memory_bytes=KV, return_routes=True)
+    engine = VLLMEngine(sleep_mode=False, max_new_tokens=24, seed=3, kv_cache_memory_bytes=KV, return_routes=True)
     engine.start(tiny_partly_dense_path, max_model_len=128)
     samples = engine.generate(prompts(tokenizer), group_size=2, step=0)
     engine.close()
@@ -169,9 +172,13 @@ def test_fp8_engine_after_a_sync_samples_what_a_fresh_engine_on_the_synced_weigh
     FP8 needs vLLM >= 0.33 (0.26 fails loading it): older releases refuse it, naming the fix."""
     if scheme == "fp8_per_channel" and VLLMPlatform.installed().version < PER_CHANNEL_FP8:
         with pytest.raises(ValueError, match=r"needs vLLM >= 0.33 .* use quantization: fp8_per_tensor"):
-            VLLMEngine(dtype="bfloat16", quantization=scheme).start(tiny_model_path, max_model_len=128)
+            VLLMEngine(sleep_mode=False, dtype="bfloat16", quantization=scheme).start(
+                tiny_model_path, max_model_len=128
+            )
         return
-    synced = VLLMEngine(max_new_tokens=32, dtype="bfloat16", seed=5, kv_cache_memory_bytes=KV, quantization=scheme)
+    synced = VLLMEngine(
+        sleep_mode=False, max_new_tokens=32, dtype="bfloat16", seed=5, kv_cache_memory_bytes=KV, quantization=scheme
+    )
     synced.start(tiny_model_path, max_model_len=128)
     model = policy(tiny_model_path, dtype=torch.bfloat16)
     perturb_(model, seed=2)
@@ -180,7 +187,9 @@ def test_fp8_engine_after_a_sync_samples_what_a_fresh_engine_on_the_synced_weigh
     synced.close()
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    fresh = VLLMEngine(max_new_tokens=32, dtype="bfloat16", seed=5, kv_cache_memory_bytes=KV, quantization=scheme)
+    fresh = VLLMEngine(
+        sleep_mode=False, max_new_tokens=32, dtype="bfloat16", seed=5, kv_cache_memory_bytes=KV, quantization=scheme
+    )
     fresh.start(str(tmp_path), max_model_len=128)
     from_start = fresh.generate(prompts(tokenizer), group_size=4, step=1)
     fresh.close()
@@ -195,7 +204,9 @@ def test_fp8_engine_after_a_sync_samples_what_a_fresh_engine_on_the_synced_weigh
 
 def test_close_frees_the_gpu_memory_for_the_next_engine(tiny_model_path, tokenizer):
     """An engine sized by ``gpu_memory_utilization`` takes ~12 GiB of KV cache; closed, it gives it back,
-    and a second engine in the same process passes vLLM's memory check."""
+    and a second engine in the same process passes vLLM's memory check. In sleep mode (the GPU default) too:
+    vLLM's sleep-mode allocator takes one engine per process, and a closed one leaves it empty. (The other
+    tests turn sleep mode off: their engines live side by side.)"""
     free_before = torch.cuda.mem_get_info()[0]
     engine = VLLMEngine(max_new_tokens=16, dtype="bfloat16", gpu_memory_utilization=0.15)
     engine.start(tiny_model_path, max_model_len=128)

@@ -380,6 +380,11 @@ def _start_failure(model_path: str, max_model_len: int, error: Exception) -> Exc
     (a ``ValueError``, pydantic's validation errors included, for a model directory with a config.json)
     passes through unchanged; a model that is not there gets the model-directory hint."""
     what = f"vLLM failed to start on {model_path} ({type(error).__name__}: {error})"
+    if "one instance per process" in str(error):
+        return RuntimeError(
+            f"{what}: another engine in sleep mode is running in this process, and vLLM's sleep-mode allocator "
+            "holds one engine per process: close it first, or set data.engine.init_args.sleep_mode: false"
+        )
     if any(sign in str(error) for sign in ("cache blocks", "KV cache")):
         return RuntimeError(
             f"{what}: the KV cache cannot hold one sequence of {max_model_len} tokens (prompt + response); raise "
