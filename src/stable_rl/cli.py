@@ -4,6 +4,7 @@ stable-rl fit --config recipes/quickstart.yaml
 stable-rl fit --config recipes/minirl.yaml --config recipes/paper/grpo.yaml
 """
 
+import sys
 import warnings
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from stable_rl.callbacks.termination_checkpoint import EXIT_TERMINATED, TerminationCheckpoint
+from stable_rl.config_syntax import config_files, syntax_error
 
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
 # one after the update: exactly what a resumed run needs (step k's weights with global_step k).
@@ -23,8 +25,16 @@ warnings.filterwarnings("ignore", r"It is recommended to use `self.log\('val/")
 
 
 class StableRLCLI(LightningCLI):
-    """LightningCLI that resolves ``--ckpt_path=last`` to the run's newest ``last`` checkpoint (and logs the
-    resumed run into that version), and gives every run a ``TerminationCheckpoint``."""
+    """LightningCLI that names a config file's YAML syntax error with its file and line, resolves
+    ``--ckpt_path=last`` to the run's newest ``last`` checkpoint (and logs the resumed run into that version),
+    and gives every run a ``TerminationCheckpoint``."""
+
+    def parse_arguments(self, parser, args) -> None:
+        if args is None or isinstance(args, list):
+            for path in config_files(sys.argv[1:] if args is None else args):
+                if (error := syntax_error(path)) is not None:
+                    parser.error(error)
+        super().parse_arguments(parser, args)
 
     def before_instantiate_classes(self) -> None:
         if self.subcommand == "fit":
