@@ -90,3 +90,61 @@ def test_template_without_placeholder_or_chat_template_names_the_fix(tokenizer):
     bare.chat_template = None
     with pytest.raises(ValueError, match=r"has no chat template: set data\.template\.init_args\.chat=false"):
         PromptTemplate().encode(bare, "1+1?")
+
+
+def refusal(path) -> str:
+    """The message of loading prompt file ``path``."""
+    with pytest.raises((ValueError, OSError)) as caught:
+        FilePrompts(str(path)).load()
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "p.jsonl",
+            b'{"prompt": "1?", "answer": "1"}\n\n{"prompt": "caf\xe9?", "answer": "2"}\n',
+            "prompt file {path} is not UTF-8 (byte 0xe9 on line 3): save it as UTF-8, e.g. iconv -f latin1 -t "
+            "utf-8 {path} > utf8.jsonl",
+        ),
+        (
+            "p.jsonl",
+            b'{"prompt": "1?", "answer": "1"}\n\n{"prompt": "2?", "answer": "2"\n',
+            "line 3 of prompt file {path} is not valid JSON (Expecting ',' delimiter, column 31): fix that line",
+        ),
+        (
+            "p.json",
+            b'[\n  {"prompt": "1?", "answer": "1"},\n  {"prompt": "2?" "answer": "2"}\n]',
+            "line 3 of prompt file {path} is not valid JSON (Expecting ',' delimiter, column 19): fix that line",
+        ),
+        (
+            "p.csv",
+            b'prompt,answer\n1?,1\n"2?,2\n' + b"3?,3\n" * 40_000,
+            "the row starting on line 3 of prompt file {path}: field larger than field limit (131072): close its "
+            "quotes (an unclosed quote runs a field on to the end of the file) or shorten the field",
+        ),
+        ("p.jsonl", b"\n  \n\n", "prompt file {path} has no rows: give it at least one prompt/answer"),
+    ],
+    ids=["not-utf8", "bad-jsonl-line", "bad-json", "csv-unclosed-quote", "blank-lines"],
+)
+def test_a_file_that_cannot_be_read_names_the_line_and_the_fix(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert refusal(path) == message.format(path=path)
+
+
+def test_a_directory_is_named_as_one(tmp_path):
+    assert refusal(tmp_path) == (
+        f"prompt file {tmp_path} is a directory: set data.prompts.init_args.path to a file in it "
+        "(.jsonl, .json, .csv, .parquet)"
+    )
+
+
+@pytest.mark.parametrize("name", ["p.jsonl", "p.csv"])
+def test_a_byte_order_mark_is_read_past(tmp_path, name):
+    """Spreadsheet exports start with one; the CSV's first column was read as '\\ufeffprompt' (row 0 'has no prompt')."""
+    path = tmp_path / name
+    text = '{"prompt": "1+1?", "answer": "2"}\n' if name.endswith("jsonl") else "prompt,answer\n1+1?,2\n"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert FilePrompts(str(path)).load() == [Problem("1+1?", "2")]
