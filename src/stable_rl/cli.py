@@ -10,6 +10,7 @@ from pathlib import Path
 
 from jsonargparse import Namespace
 from lightning import LightningDataModule, LightningModule
+from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -88,8 +89,8 @@ def check_trainer_settings(trainer) -> None:
 
 
 def check_checkpoint_file(ckpt_path: str | None) -> None:
-    """An empty or missing checkpoint file fails here, named, not as torch's "Ran out of input" after the
-    model is built."""
+    """An empty or missing checkpoint file, or a directory that is no sharded checkpoint, fails here, named, not
+    as torch's "Ran out of input" or "Is a directory" after the model is built."""
     if ckpt_path in (None, "last", "hpc", "best", "registry") or "://" in str(ckpt_path):
         return
     path = Path(ckpt_path)
@@ -100,6 +101,13 @@ def check_checkpoint_file(ckpt_path: str | None) -> None:
         )
     if not path.exists():
         raise FileNotFoundError(f"checkpoint {path} not found: pass the path of a .ckpt file, or --ckpt_path=last")
+    if path.is_dir() and not (path / _METADATA_FILENAME).is_file():
+        found = sorted(path.glob("**/*.ckpt"))
+        example = f", e.g. {found[-1]}" if found else ""
+        raise IsADirectoryError(
+            f"checkpoint {path} is a directory but not a sharded (FSDP2) checkpoint (no {_METADATA_FILENAME} in it): "
+            f"pass the path of a .ckpt file{example}, or --ckpt_path=last"
+        )
 
 
 def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:

@@ -48,9 +48,21 @@ def test_an_empty_or_missing_checkpoint_file_is_named(tmp_path):
         check_checkpoint_file(str(tmp_path / "cut.ckpt"))
     with pytest.raises(FileNotFoundError, match=r"nope.ckpt not found: pass the path of a .ckpt file"):
         check_checkpoint_file(str(tmp_path / "nope.ckpt"))
-    (tmp_path / "sharded").mkdir()  # FSDP2 checkpoints are directories
+    (tmp_path / "sharded").mkdir()  # FSDP2 checkpoints are directories, with Lightning's meta.pt
+    (tmp_path / "sharded" / "meta.pt").write_bytes(b"shards")
     for fine in (None, "last", str(tmp_path / "sharded")):
         check_checkpoint_file(fine)
+
+
+def test_a_directory_that_is_not_a_sharded_checkpoint_is_named(tmp_path):
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "run" / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+    with pytest.raises(IsADirectoryError) as caught:
+        check_checkpoint_file(str(tmp_path / "run"))
+    assert str(caught.value) == (
+        f"checkpoint {tmp_path / 'run'} is a directory but not a sharded (FSDP2) checkpoint (no meta.pt in it): "
+        f"pass the path of a .ckpt file, e.g. {tmp_path / 'run/checkpoints/last.ckpt'}, or --ckpt_path=last"
+    )
 
 
 @pytest.mark.parametrize(
