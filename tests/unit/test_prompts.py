@@ -148,3 +148,14 @@ def test_a_byte_order_mark_is_read_past(tmp_path, name):
     text = '{"prompt": "1+1?", "answer": "2"}\n' if name.endswith("jsonl") else "prompt,answer\n1+1?,2\n"
     path.write_bytes(b"\xef\xbb\xbf" + text.encode())
     assert FilePrompts(str(path)).load() == [Problem("1+1?", "2")]
+
+
+def test_a_question_with_two_gold_answers_is_refused(tmp_path):
+    rows = [{"prompt": "2+2?", "answer": "4"}, {"prompt": "3+3?", "answer": "6"}, {"prompt": "2+2?", "answer": "5"}]
+    path = write_jsonl(tmp_path / "p.jsonl", rows)
+    assert refusal(path) == (
+        f"rows 0 and 2 of {path} ask the same question ('2+2?') with different gold answers ('4', '5'): keep the "
+        "right one"
+    )
+    path = write_jsonl(tmp_path / "p.jsonl", [*rows[:2], rows[0]])  # a repeat of the same answer is kept
+    assert [p.answer for p in FilePrompts(str(path)).load()] == ["4", "6", "4"]

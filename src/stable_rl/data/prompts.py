@@ -119,7 +119,20 @@ class FilePrompts(PromptSource):
                 )
             where = f"row {index} of {path}"
             problems.append(Problem(_text(row[self.prompt_field], where), _text(row[self.answer_field], where)))
+        _refuse_contradictions(problems, path)
         return problems
+
+
+def _refuse_contradictions(problems: list[Problem], path: Path) -> None:
+    """The same question with two gold answers would reward a response and its contradiction."""
+    first: dict[str, int] = {}
+    for row, problem in enumerate(problems):
+        earlier = first.setdefault(problem.question, row)
+        if problems[earlier].answer != problem.answer:
+            raise ValueError(
+                f"rows {earlier} and {row} of {path} ask the same question ({problem.question[:40]!r}) with different "
+                f"gold answers ({problems[earlier].answer[:40]!r}, {problem.answer[:40]!r}): keep the right one"
+            )
 
 
 def _read_rows(path: Path) -> list[dict]:
