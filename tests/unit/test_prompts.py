@@ -22,6 +22,18 @@ def test_unknown_generator_is_named():
         ReasoningGymPrompts(["basic_arithmetik"], size=2).load()
 
 
+@pytest.mark.parametrize(("generators", "size"), [([], 4), (None, 0), (["chain_sum"], -3)])
+def test_no_generator_or_no_problems_is_refused_when_configured(generators, size):
+    """An empty list silently meant basic_arithmetic; size 0 left a benchmark 'no problems after removing training
+    questions', a negative size failed inside reasoning-gym ("__len__() should return >= 0")."""
+    with pytest.raises(ValueError) as caught:
+        ReasoningGymPrompts(generators, size=size)
+    assert str(caught.value) == (
+        f"ReasoningGymPrompts generators={generators}, size={size}: give at least one generator (None: "
+        "basic_arithmetic) and at least 1 problem per generator"
+    )
+
+
 def write_jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)

@@ -48,7 +48,12 @@ class ReasoningGymPrompts(PromptSource):
         min_digits: int | None = None,
         max_digits: int | None = None,
     ) -> None:
-        self.generators = generators or ["basic_arithmetic"]
+        if generators == [] or size < 1:
+            raise ValueError(
+                f"ReasoningGymPrompts generators={generators}, size={size}: give at least one generator (None: "
+                "basic_arithmetic) and at least 1 problem per generator"
+            )
+        self.generators = generators if generators is not None else ["basic_arithmetic"]
         self.size = size
         self.seed = seed
         difficulty = dict(min_terms=min_terms, max_terms=max_terms, min_digits=min_digits, max_digits=max_digits)
