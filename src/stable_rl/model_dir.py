@@ -2,7 +2,7 @@
 
 transformers and vLLM meet a bad ``model_path`` later and less clearly: a missing directory as a failed
 hub download, a directory without tokenizer files as an empty tokenizer (every prompt encoded as unknown
-tokens), a tokenizer of another model as an embedding indexed out of range in the middle of a rollout.
+tokens), a tokenizer of another model only once one of its ids beyond the embedding is met.
 """
 
 from pathlib import Path
