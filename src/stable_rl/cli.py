@@ -4,15 +4,18 @@ stable-rl fit --config recipes/quickstart.yaml
 stable-rl fit --config recipes/minirl.yaml --config recipes/paper/grpo.yaml
 """
 
+import sys
 import warnings
 from pathlib import Path
 
 from jsonargparse import Namespace
 from lightning import LightningDataModule, LightningModule
+from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from stable_rl.callbacks.termination_checkpoint import EXIT_TERMINATED, TerminationCheckpoint
+from stable_rl.config_syntax import config_files, syntax_error
 
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
 # one after the update: exactly what a resumed run needs (step k's weights with global_step k).
@@ -23,8 +26,16 @@ warnings.filterwarnings("ignore", r"It is recommended to use `self.log\('val/")
 
 
 class StableRLCLI(LightningCLI):
-    """LightningCLI that resolves ``--ckpt_path=last`` to the run's newest ``last`` checkpoint (and logs the
-    resumed run into that version), and gives every run a ``TerminationCheckpoint``."""
+    """LightningCLI that names a config file's YAML syntax error with its file and line, resolves
+    ``--ckpt_path=last`` to the run's newest ``last`` checkpoint (and logs the resumed run into that version),
+    and gives every run a ``TerminationCheckpoint``."""
+
+    def parse_arguments(self, parser, args) -> None:
+        if args is None or isinstance(args, list):
+            for path in config_files(sys.argv[1:] if args is None else args):
+                if (error := syntax_error(path)) is not None:
+                    parser.error(error)
+        super().parse_arguments(parser, args)
 
     def before_instantiate_classes(self) -> None:
         if self.subcommand == "fit":
@@ -78,8 +89,8 @@ def check_trainer_settings(trainer) -> None:
 
 
 def check_checkpoint_file(ckpt_path: str | None) -> None:
-    """An empty or missing checkpoint file fails here, named, not as torch's "Ran out of input" after the
-    model is built."""
+    """An empty or missing checkpoint file, or a directory that is no sharded checkpoint, fails here, named, not
+    as torch's "Ran out of input" or "Is a directory" after the model is built."""
     if ckpt_path in (None, "last", "hpc", "best", "registry") or "://" in str(ckpt_path):
         return
     path = Path(ckpt_path)
@@ -90,6 +101,13 @@ def check_checkpoint_file(ckpt_path: str | None) -> None:
         )
     if not path.exists():
         raise FileNotFoundError(f"checkpoint {path} not found: pass the path of a .ckpt file, or --ckpt_path=last")
+    if path.is_dir() and not (path / _METADATA_FILENAME).is_file():
+        found = sorted(path.glob("**/*.ckpt"))
+        example = f", e.g. {found[-1]}" if found else ""
+        raise IsADirectoryError(
+            f"checkpoint {path} is a directory but not a sharded (FSDP2) checkpoint (no {_METADATA_FILENAME} in it): "
+            f"pass the path of a .ckpt file{example}, or --ckpt_path=last"
+        )
 
 
 def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:

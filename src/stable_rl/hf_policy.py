@@ -12,6 +12,7 @@ from torch.distributed.tensor import DTensor
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from stable_rl.logprobs import sequence_logprobs
+from stable_rl.model_dir import check_model_dir
 from stable_rl.resume_settings import apply_configured_optimizer, configured_optimizer
 from stable_rl.rng import rng_states, set_rng_states
 from stable_rl.rollout.engine import Dtype
@@ -55,6 +56,7 @@ class HFPolicyModule(L.LightningModule):
         mixed_precision: Dtype | None = None,
     ) -> None:
         super().__init__()
+        check_model_dir(model_path)  # before anything loads or starts
         self.gradient_checkpointing = gradient_checkpointing
         self.mixed_precision = mixed_precision
         self.model_path = model_path

@@ -25,6 +25,7 @@ from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy
 from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from torch.distributed.tensor import DTensor
+from torchmetrics.aggregation import SumMetric
 
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.checkpoint_io import check_writable
@@ -124,7 +125,7 @@ class PolicyModule(HFPolicyModule):
         self._validation_seconds = 0.0
         self.automatic_optimization = False
         self.step_metrics = StepMetrics()
-        self.eval_metrics: dict[str, dict[str, PassAtK | ProblemCount]] = {}
+        self.eval_metrics: dict[str, dict[str, PassAtK | ProblemCount | SumMetric]] = {}
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         super().on_save_checkpoint(checkpoint)
@@ -244,6 +245,12 @@ class PolicyModule(HFPolicyModule):
         metrics.mean("entropy", entropy, mask)
 
         self.log("train/skipped_updates", float(skipped), batch_size=batch.num_rows)
+        timeouts = torch.tensor(float(batch.verifier_timeouts), device=self.device)  # this process's responses
+        self.log(
+            "train/verifier_timeouts",
+            self.trainer.strategy.reduce(timeouts, reduce_op="sum"),
+            batch_size=batch.num_rows,
+        )
         for name, value in metrics.compute().items():
             self.log(f"train/{name}", value, prog_bar=name in PROGRESS_BAR, batch_size=batch.num_rows)
         self.log("train/policy_version", float(batch.policy_version), batch_size=batch.num_rows)
@@ -394,9 +401,10 @@ class PolicyModule(HFPolicyModule):
         if batch.benchmark not in self.eval_metrics:
             ks = [2**i for i in range(n.bit_length()) if 2**i <= n]
             metrics = {f"avg@{n}": AvgAtK()} | {f"pass@{k}": PassAtK(k) for k in ks} | {"problems": ProblemCount()}
+            metrics["verifier_timeouts"] = SumMetric()  # samples scored 0 after the verifier's timeout
             self.eval_metrics[batch.benchmark] = {name: m.to(self.device) for name, m in metrics.items()}
-        for metric in self.eval_metrics[batch.benchmark].values():
-            metric.update(batch.rewards)
+        for name, metric in self.eval_metrics[batch.benchmark].items():
+            metric.update(float(batch.verifier_timeouts) if name == "verifier_timeouts" else batch.rewards)
 
     def on_validation_epoch_end(self) -> None:
         for benchmark, metrics in self.eval_metrics.items():

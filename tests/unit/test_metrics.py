@@ -40,7 +40,7 @@ def test_validation_logs_avg_and_pass_at_k_of_fixed_generations(tiny_model_path)
     logged = {}
     with patch.object(PolicyModule, "log", lambda self, name, value, **kw: logged.__setitem__(name, value.item())):
         module.validation_step(EvalBatch(torch.tensor([[1.0, 0, 0, 0], [1, 1, 1, 1]]), "heldout"), 0)
-        module.validation_step(EvalBatch(torch.tensor([[0.0, 0, 0, 0]]), "heldout"), 1)
+        module.validation_step(EvalBatch(torch.tensor([[0.0, 0, 0, 0]]), "heldout", verifier_timeouts=3), 1)
         module.validation_step(EvalBatch(torch.tensor([[1.0, 1, 0, 0]]), "asdiv"), 0)
         module.on_validation_epoch_end()
     assert logged == pytest.approx(
@@ -55,6 +55,8 @@ def test_validation_logs_avg_and_pass_at_k_of_fixed_generations(tiny_model_path)
             "val/asdiv/pass@4": 1.0,
             "val/heldout/problems": 3,  # what was evaluated, logged with every validation
             "val/asdiv/problems": 1,
+            "val/heldout/verifier_timeouts": 3,  # samples scored 0 after the verifier's timeout
+            "val/asdiv/verifier_timeouts": 0,
         }
     )
     assert module.eval_metrics == {}  # the next validation starts afresh

@@ -187,11 +187,12 @@ def nan_batch(version: int = 0) -> RolloutBatch:
 def test_a_non_finite_update_is_skipped_without_a_trace(tiny_model_path):
     """NaN batch then a good one: the same weights as training on the good one alone (the optimizer's
     state untouched by the skipped update), the skip counted, and its step slot too."""
-    counts = []
+    counts, timeouts = [], []
 
     class Counts(L.Callback):
         def on_train_batch_end(self, trainer, *args):
             counts.append(float(trainer.callback_metrics["train/skipped_updates"]))
+            timeouts.append(float(trainer.callback_metrics["train/verifier_timeouts"]))
 
     def trained(batches):
         torch.manual_seed(0)
@@ -200,8 +201,11 @@ def test_a_non_finite_update_is_skipped_without_a_trace(tiny_model_path):
         return torch.cat([p.detach().flatten() for p in module.policy.parameters()]), module.trainer.global_step
 
     with pytest.warns(UserWarning, match="non-finite loss or gradient at step 0: update skipped"):
-        skipped_first, steps = trained([nan_batch(version=0), fixed_batch(vocab=2048, version=1)])
+        good = fixed_batch(vocab=2048, version=1)
+        good.verifier_timeouts = 2  # responses the data module's verifier scored 0 after its timeout
+        skipped_first, steps = trained([nan_batch(version=0), good])
     assert counts == [1.0, 0.0] and steps == 2
+    assert timeouts == [0.0, 2.0]
     good_only, _ = trained([fixed_batch(vocab=2048)])
     assert torch.equal(skipped_first, good_only)
 

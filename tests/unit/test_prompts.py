@@ -22,6 +22,18 @@ def test_unknown_generator_is_named():
         ReasoningGymPrompts(["basic_arithmetik"], size=2).load()
 
 
+@pytest.mark.parametrize(("generators", "size"), [([], 4), (None, 0), (["chain_sum"], -3)])
+def test_no_generator_or_no_problems_is_refused_when_configured(generators, size):
+    """An empty list silently meant basic_arithmetic; size 0 left a benchmark 'no problems after removing training
+    questions', a negative size failed inside reasoning-gym ("__len__() should return >= 0")."""
+    with pytest.raises(ValueError) as caught:
+        ReasoningGymPrompts(generators, size=size)
+    assert str(caught.value) == (
+        f"ReasoningGymPrompts generators={generators}, size={size}: give at least one generator (None: "
+        "basic_arithmetic) and at least 1 problem per generator"
+    )
+
+
 def write_jsonl(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)
@@ -90,3 +102,72 @@ def test_template_without_placeholder_or_chat_template_names_the_fix(tokenizer):
     bare.chat_template = None
     with pytest.raises(ValueError, match=r"has no chat template: set data\.template\.init_args\.chat=false"):
         PromptTemplate().encode(bare, "1+1?")
+
+
+def refusal(path) -> str:
+    """The message of loading prompt file ``path``."""
+    with pytest.raises((ValueError, OSError)) as caught:
+        FilePrompts(str(path)).load()
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        (
+            "p.jsonl",
+            b'{"prompt": "1?", "answer": "1"}\n\n{"prompt": "caf\xe9?", "answer": "2"}\n',
+            "prompt file {path} is not UTF-8 (byte 0xe9 on line 3): save it as UTF-8, e.g. iconv -f latin1 -t "
+            "utf-8 {path} > utf8.jsonl",
+        ),
+        (
+            "p.jsonl",
+            b'{"prompt": "1?", "answer": "1"}\n\n{"prompt": "2?", "answer": "2"\n',
+            "line 3 of prompt file {path} is not valid JSON (Expecting ',' delimiter, column 31): fix that line",
+        ),
+        (
+            "p.json",
+            b'[\n  {"prompt": "1?", "answer": "1"},\n  {"prompt": "2?" "answer": "2"}\n]',
+            "line 3 of prompt file {path} is not valid JSON (Expecting ',' delimiter, column 19): fix that line",
+        ),
+        (
+            "p.csv",
+            b'prompt,answer\n1?,1\n"2?,2\n' + b"3?,3\n" * 40_000,
+            "the row starting on line 3 of prompt file {path}: field larger than field limit (131072): close its "
+            "quotes (an unclosed quote runs a field on to the end of the file) or shorten the field",
+        ),
+        ("p.jsonl", b"\n  \n\n", "prompt file {path} has no rows: give it at least one prompt/answer"),
+    ],
+    ids=["not-utf8", "bad-jsonl-line", "bad-json", "csv-unclosed-quote", "blank-lines"],
+)
+def test_a_file_that_cannot_be_read_names_the_line_and_the_fix(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert refusal(path) == message.format(path=path)
+
+
+def test_a_directory_is_named_as_one(tmp_path):
+    assert refusal(tmp_path) == (
+        f"prompt file {tmp_path} is a directory: set data.prompts.init_args.path to a file in it "
+        "(.jsonl, .json, .csv, .parquet)"
+    )
+
+
+@pytest.mark.parametrize("name", ["p.jsonl", "p.csv"])
+def test_a_byte_order_mark_is_read_past(tmp_path, name):
+    """Spreadsheet exports start with one; the CSV's first column was read as '\\ufeffprompt' (row 0 'has no prompt')."""
+    path = tmp_path / name
+    text = '{"prompt": "1+1?", "answer": "2"}\n' if name.endswith("jsonl") else "prompt,answer\n1+1?,2\n"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert FilePrompts(str(path)).load() == [Problem("1+1?", "2")]
+
+
+def test_a_question_with_two_gold_answers_is_refused(tmp_path):
+    rows = [{"prompt": "2+2?", "answer": "4"}, {"prompt": "3+3?", "answer": "6"}, {"prompt": "2+2?", "answer": "5"}]
+    path = write_jsonl(tmp_path / "p.jsonl", rows)
+    assert refusal(path) == (
+        f"rows 0 and 2 of {path} ask the same question ('2+2?') with different gold answers ('4', '5'): keep the "
+        "right one"
+    )
+    path = write_jsonl(tmp_path / "p.jsonl", [*rows[:2], rows[0]])  # a repeat of the same answer is kept
+    assert [p.answer for p in FilePrompts(str(path)).load()] == ["4", "6", "4"]

@@ -1,12 +1,16 @@
 """Settings refused where they are given, each message naming the setting and the fix."""
 
+from pathlib import Path
+
 import pytest
 from jsonargparse import Namespace
 
-from stable_rl.cli import check_checkpoint_file, check_trainer_settings
+from stable_rl.cli import check_checkpoint_file, check_trainer_settings, main
 from stable_rl.data import ReasoningGymPrompts, RolloutDataModule
 from stable_rl.rollout import HFEngine
 from stable_rl.rollout.engine import Sampling
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -44,6 +48,43 @@ def test_an_empty_or_missing_checkpoint_file_is_named(tmp_path):
         check_checkpoint_file(str(tmp_path / "cut.ckpt"))
     with pytest.raises(FileNotFoundError, match=r"nope.ckpt not found: pass the path of a .ckpt file"):
         check_checkpoint_file(str(tmp_path / "nope.ckpt"))
-    (tmp_path / "sharded").mkdir()  # FSDP2 checkpoints are directories
+    (tmp_path / "sharded").mkdir()  # FSDP2 checkpoints are directories, with Lightning's meta.pt
+    (tmp_path / "sharded" / "meta.pt").write_bytes(b"shards")
     for fine in (None, "last", str(tmp_path / "sharded")):
         check_checkpoint_file(fine)
+
+
+def test_a_directory_that_is_not_a_sharded_checkpoint_is_named(tmp_path):
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "run" / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+    with pytest.raises(IsADirectoryError) as caught:
+        check_checkpoint_file(str(tmp_path / "run"))
+    assert str(caught.value) == (
+        f"checkpoint {tmp_path / 'run'} is a directory but not a sharded (FSDP2) checkpoint (no meta.pt in it): "
+        f"pass the path of a .ckpt file, e.g. {tmp_path / 'run/checkpoints/last.ckpt'}, or --ckpt_path=last"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "trainer:\n  max_steps: [1, 2\nmodel:\n  x: 1\n",
+            "line 3, column 6: expected ',' or ']', but got ':' (while parsing a flow sequence opened on line 2): "
+            "fix the file there",
+        ),
+        (
+            "trainer:\n\tmax_steps: 1\n",
+            "line 2, column 1: found character '\\t' that cannot start any token (YAML indents with spaces, never "
+            "tabs): fix the file there",
+        ),
+    ],
+    ids=["unclosed-bracket", "tab"],
+)
+def test_a_yaml_syntax_error_names_the_config_file_and_line(tmp_path, capsys, monkeypatch, text, message):
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    with pytest.raises(SystemExit):
+        main(["fit", f"--config={REPO / 'recipes/quickstart.yaml'}", "--config", str(bad)])
+    assert f"error: config file {bad} is not valid YAML: {message}" in capsys.readouterr().err

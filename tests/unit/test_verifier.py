@@ -62,9 +62,10 @@ def test_without_box_uses_the_last_answer(verifier, monkeypatch):
 
 def test_hanging_answer_times_out_and_the_verifier_keeps_working(verifier):
     start = time.monotonic()
-    rewards = verifier([HANG, r"\boxed{1}"], ["1", "1"])
+    rewards, timed_out = verifier.score([HANG, r"\boxed{1}", "}{"], ["1", "1", "1"])
     elapsed = time.monotonic() - start
-    assert rewards.tolist() == [0.0, 1.0]
+    assert rewards.tolist() == [0.0, 1.0, 0.0]
+    assert timed_out.tolist() == [True, False, False]  # counted in train/verifier_timeouts
     assert elapsed < verifier.timeout + 10, f"hanging item took {elapsed:.1f} s"
     assert verifier([r"\boxed{7}"], ["7"]).tolist() == [1.0]
 
@@ -80,9 +81,10 @@ def test_stuck_workers_are_killed_and_replaced(verifier):
 
     threading.Timer(0.5, freeze).start()  # HANG runs for timeout = 2 s unless frozen
     start = time.monotonic()
-    rewards = verifier([HANG, r"\boxed{2}"], ["1", "2"])
+    rewards, timed_out = verifier.score([HANG, r"\boxed{2}"], ["1", "2"])
     elapsed = time.monotonic() - start
     assert rewards.tolist() == [0.0, 1.0]
+    assert timed_out.tolist() == [True, False]  # the item in flight in the killed pool
     assert not any(worker.is_alive() for worker in workers)
     assert elapsed < verifier.timeout + 10, f"stuck workers held the call for {elapsed:.1f} s"
     assert verifier([r"\boxed{3}"], ["3"]).tolist() == [1.0]  # on a new pool

@@ -18,8 +18,9 @@ from torch import Tensor
 from torch.utils.data import DataLoader, DistributedSampler
 from transformers import AutoConfig, AutoTokenizer
 
+from stable_rl.data.gold_answers import usable_problems
 from stable_rl.data.prompt_batches import PromptBatches, share_of
-from stable_rl.data.prompts import PromptSource
+from stable_rl.data.prompts import Problem, PromptSource
 from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
 from stable_rl.padding import pad_id
@@ -137,9 +138,10 @@ class RolloutDataModule(L.LightningDataModule):
             )
 
     def _load_problems(self, model_path: str) -> None:
-        """Tokenize the training problems and the benchmarks (minus training questions)."""
+        """Tokenize the training problems and the benchmarks (minus training questions), each without the
+        problems whose gold answer math-verify cannot use."""
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
-        training = self.prompts.load()
+        training = self._usable(self.prompts, "data.prompts")
         self.problems = [self._encode(p.question, p.answer) for p in training]
         if len(self.problems) < self.prompts_per_step:
             raise ValueError(
@@ -149,10 +151,20 @@ class RolloutDataModule(L.LightningDataModule):
         seen = {p.question for p in training}
         for name, source in self.benchmarks.items():
             self.eval_problems[name] = [
-                self._encode(p.question, p.answer) for p in source.load() if p.question not in seen
+                self._encode(p.question, p.answer)
+                for p in self._usable(source, f"benchmark {name!r}")
+                if p.question not in seen
             ]
             if not self.eval_problems[name]:
-                raise ValueError(f"benchmark {name!r} has no problems left after removing training questions")
+                raise ValueError(
+                    f"benchmark {name!r} has no problems left after removing training questions (and any whose "
+                    "gold answer math-verify cannot use)"
+                )
+
+    def _usable(self, source: PromptSource, where: str) -> list[Problem]:
+        """The source's problems whose gold answer the verifier can use (``stable_rl.data.gold_answers``)."""
+        path = getattr(source, "path", None)  # a file's path names it in the warning
+        return usable_problems(source.load(), self.verifier, f"{where} ({path})" if path else where)
 
     def _encode(self, question: str, answer: str) -> EncodedProblem:
         ids = self.template.encode(self.tokenizer, question)
@@ -227,9 +239,11 @@ class RolloutDataModule(L.LightningDataModule):
         self.engine.sync(self.trainer.lightning_module.full_weights(), version=step)  # all processes at once
         return step
 
-    def _rewards(self, problems: list[EncodedProblem], samples, per_problem: int) -> Tensor:
+    def _rewards(self, problems: list[EncodedProblem], samples, per_problem: int) -> tuple[Tensor, int]:
+        """The samples' rewards and how many of them ran out of the verifier's time (scored 0)."""
         texts = self.tokenizer.batch_decode([s.response_ids for s in samples], skip_special_tokens=True)
-        return self.verifier(texts, [p.answer for p in problems for _ in range(per_problem)])
+        rewards, timed_out = self.verifier.score(texts, [p.answer for p in problems for _ in range(per_problem)])
+        return rewards, int(timed_out.sum())
 
     @torch.no_grad()
     def evaluate(self, problems: list[EncodedProblem], benchmark: str) -> EvalBatch:
@@ -238,8 +252,10 @@ class RolloutDataModule(L.LightningDataModule):
         samples = self.engine.generate(
             [p.prompt_ids for p in problems], self.eval_samples, step, sampling=self.eval_sampling
         )
-        rewards = self._rewards(problems, samples, self.eval_samples)
-        return EvalBatch(rewards=rewards.view(len(problems), self.eval_samples), benchmark=benchmark)
+        rewards, timeouts = self._rewards(problems, samples, self.eval_samples)
+        return EvalBatch(
+            rewards=rewards.view(len(problems), self.eval_samples), benchmark=benchmark, verifier_timeouts=timeouts
+        )
 
     @torch.no_grad()
     def rollout(self, problems: list[EncodedProblem]) -> RolloutBatch:
@@ -254,7 +270,7 @@ class RolloutDataModule(L.LightningDataModule):
             self.engine.sleep()  # the update gets the engine's memory (vLLM's sleep mode on GPUs)
         problems, samples = self._own_part(problems, samples)
         with timed(times, "reward"):
-            rewards = self._rewards(problems, samples, self.group_size)
+            rewards, timeouts = self._rewards(problems, samples, self.group_size)
         batch = RolloutBatch.from_samples(
             samples,
             rewards=rewards,
@@ -264,6 +280,7 @@ class RolloutDataModule(L.LightningDataModule):
             policy_version=step,
         )
         batch.timings = times
+        batch.verifier_timeouts = timeouts
         return batch
 
     def _own_part(self, problems: list[EncodedProblem], samples: list) -> tuple[list[EncodedProblem], list]:

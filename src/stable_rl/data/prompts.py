@@ -1,6 +1,7 @@
 """Prompt sources: math problems with a gold answer, from reasoning-gym or local files."""
 
 import csv
+import io
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -47,7 +48,12 @@ class ReasoningGymPrompts(PromptSource):
         min_digits: int | None = None,
         max_digits: int | None = None,
     ) -> None:
-        self.generators = generators or ["basic_arithmetic"]
+        if generators == [] or size < 1:
+            raise ValueError(
+                f"ReasoningGymPrompts generators={generators}, size={size}: give at least one generator (None: "
+                "basic_arithmetic) and at least 1 problem per generator"
+            )
+        self.generators = generators if generators is not None else ["basic_arithmetic"]
         self.size = size
         self.seed = seed
         difficulty = dict(min_terms=min_terms, max_terms=max_terms, min_digits=min_digits, max_digits=max_digits)
@@ -91,6 +97,11 @@ class FilePrompts(PromptSource):
 
     def load(self) -> list[Problem]:
         path = Path(self.path)
+        if path.is_dir():
+            raise IsADirectoryError(
+                f"prompt file {path} is a directory: set data.prompts.init_args.path to a file in it "
+                f"({', '.join(self.SUFFIXES)})"
+            )
         if not path.is_file():
             raise FileNotFoundError(
                 f"prompt file {path} not found: set data.prompts.init_args.path to an existing file"
@@ -113,25 +124,68 @@ class FilePrompts(PromptSource):
                 )
             where = f"row {index} of {path}"
             problems.append(Problem(_text(row[self.prompt_field], where), _text(row[self.answer_field], where)))
+        _refuse_contradictions(problems, path)
         return problems
+
+
+def _refuse_contradictions(problems: list[Problem], path: Path) -> None:
+    """The same question with two gold answers would reward a response and its contradiction."""
+    first: dict[str, int] = {}
+    for row, problem in enumerate(problems):
+        earlier = first.setdefault(problem.question, row)
+        if problems[earlier].answer != problem.answer:
+            raise ValueError(
+                f"rows {earlier} and {row} of {path} ask the same question ({problem.question[:40]!r}) with different "
+                f"gold answers ({problems[earlier].answer[:40]!r}, {problem.answer[:40]!r}): keep the right one"
+            )
 
 
 def _read_rows(path: Path) -> list[dict]:
     """The file's rows, numbers in JSON as the text they were written as, CSV cells as written."""
-    if path.suffix == ".jsonl":
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
-        return [json.loads(line, parse_float=str, parse_int=str) for line in lines]
-    if path.suffix == ".json":
-        rows = json.loads(path.read_text(), parse_float=str, parse_int=str)
-        if not isinstance(rows, list):
-            raise ValueError(f"prompt file {path} holds a JSON {type(rows).__name__}: give it a list of rows")
-        return rows
-    if path.suffix == ".csv":
-        with open(path, newline="") as f:
-            return list(csv.DictReader(f))
-    import datasets
+    if path.suffix == ".parquet":
+        import datasets
 
-    return list(datasets.load_dataset("parquet", data_files=str(path), split="train"))
+        return list(datasets.load_dataset("parquet", data_files=str(path), split="train"))
+    text = _utf8(path)
+    if path.suffix == ".csv":
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        try:
+            return list(reader)
+        except csv.Error as error:  # e.g. a field beyond csv's limit: an unclosed quote runs on to the end
+            raise ValueError(
+                f"the row starting on line {reader.line_num + 1} of prompt file {path}: {error}: close its quotes (an "
+                "unclosed quote runs a field on to the end of the file) or shorten the field"
+            ) from None
+    if path.suffix == ".jsonl":
+        return [_json(line, number, path) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    rows = _json(text, 1, path)
+    if not isinstance(rows, list):
+        raise ValueError(f"prompt file {path} holds a JSON {type(rows).__name__}: give it a list of rows")
+    return rows
+
+
+def _utf8(path: Path) -> str:
+    """The file's text (a leading byte-order mark dropped); a file in another encoding is named with its line."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ValueError(
+            f"prompt file {path} is not UTF-8 (byte {data[error.start]:#x} on line {line}): save it as UTF-8, e.g. "
+            f"iconv -f latin1 -t utf-8 {path} > utf8{path.suffix}"
+        ) from None
+
+
+def _json(text: str, first_line: int, path: Path):
+    """``text`` (from line ``first_line`` of ``path``) as JSON, numbers as the text they were written as."""
+    try:
+        return json.loads(text, parse_float=str, parse_int=str)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"line {first_line + error.lineno - 1} of prompt file {path} is not valid JSON ({error.msg}, column "
+            f"{error.colno}): fix that line"
+        ) from None
 
 
 def _text(value, where: str) -> str:

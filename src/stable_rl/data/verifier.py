@@ -83,21 +83,24 @@ def is_correct(response: str, answer: str, require_boxed: bool = True) -> bool:
     return verify(_parse_boxed(answer), prediction, timeout_seconds=None)
 
 
-def _score(response: str, answer: str, timeout: float, require_boxed: bool) -> float:
+def _score(response: str, answer: str, timeout: float, require_boxed: bool) -> tuple[float, bool]:
+    """(reward, whether the item ran out of time)."""
     try:
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
-            return float(is_correct(response, answer, require_boxed))
+            return float(is_correct(response, answer, require_boxed)), False
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-    except (Exception, _ItemTimeout):  # the one-shot timer may fire inside `finally`: caught here too
-        return 0.0
+    except _ItemTimeout:  # the one-shot timer may fire inside `finally`: caught here too
+        return 0.0, True
+    except Exception:
+        return 0.0, False
 
 
 def _score_chunk(
     indices: list[int], responses: list[str], answers: list[str], timeout: float, require_boxed: bool
 ) -> None:
-    """Worker task: send ``(i, None)`` when item i starts and ``(i, reward)`` when it ends.
+    """Worker task: send ``(i, None)`` when item i starts and ``(i, (reward, timed_out))`` when it ends.
 
     Messages are a few bytes, so each send is one atomic pipe write and workers need no lock.
     """
@@ -115,7 +118,8 @@ class MathVerifier:
         require_boxed: score only the last ``\\boxed{}`` of a response (0 without one); if False, use
             math-verify's default extraction of the last answer.
 
-    Use as a context manager or call ``close()``; a closed verifier starts a new pool when called.
+    Called, it gives the rewards; ``score`` also says which items ran out of time. Use as a context manager or
+    call ``close()``; a closed verifier starts a new pool when called.
     """
 
     def __init__(self, num_workers: int = 2, timeout: float = 5.0, require_boxed: bool = True) -> None:
@@ -129,18 +133,23 @@ class MathVerifier:
 
     def __call__(self, responses: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
         """Rewards ``[n]`` (float32, 0.0 or 1.0) of ``responses`` against the gold ``answers``."""
+        return self.score(responses, answers)[0]
+
+    def score(self, responses: Sequence[str], answers: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rewards ``[n]`` (float32, 0.0 or 1.0) and which items ran out of time ``[n]`` (bool, reward 0)."""
         if len(responses) != len(answers):
             raise ValueError(f"got {len(responses)} responses but {len(answers)} answers")
-        rewards = [0.0] * len(responses)
+        results = [(0.0, True)] * len(responses)  # an item left in a hung pool keeps (0, timed out)
         todo = list(range(len(responses)))
         while todo:
-            todo = self._run(todo, responses, answers, rewards)
-        return torch.tensor(rewards, dtype=torch.float32)
+            todo = self._run(todo, responses, answers, results)
+        rewards, timed_out = zip(*results, strict=True) if results else ((), ())
+        return torch.tensor(rewards, dtype=torch.float32), torch.tensor(timed_out, dtype=torch.bool)
 
     def _run(
-        self, todo: list[int], responses: Sequence[str], answers: Sequence[str], rewards: list[float]
+        self, todo: list[int], responses: Sequence[str], answers: Sequence[str], results: list[tuple[float, bool]]
     ) -> list[int]:
-        """Score ``todo`` into ``rewards`` in one pool; if it hangs, kill it and return the items to retry."""
+        """Score ``todo`` into ``results`` in one pool; if it hangs, kill it and return the items to retry."""
         pool, inbox = self._start()
         size = math.ceil(len(todo) / (self.num_workers * _CHUNKS_PER_WORKER))
         for k in range(0, len(todo), size):
@@ -154,11 +163,11 @@ class MathVerifier:
                 if not running:
                     raise RuntimeError(f"math-verify workers sent nothing for {self.timeout + _GRACE_S:.1f} s")
                 return sorted(left - running)  # the items in flight hung and keep reward 0
-            i, reward = inbox.recv()
-            if reward is None:
+            i, result = inbox.recv()
+            if result is None:
                 running.add(i)
             else:
-                rewards[i] = reward
+                results[i] = result
                 running.discard(i)
                 left.discard(i)
         return []

@@ -30,6 +30,7 @@ class RolloutBatch:
     routes: Tensor | None = None  # [M, L, MoE layers, k] int16, when the engine returns routes
     row_index: Tensor | None = None  # [M] long: each row's number in the global batch (default 0..M-1)
     timings: dict[str, float] = field(default_factory=dict)  # seconds the data module spent per phase
+    verifier_timeouts: int = 0  # responses that ran out of the verifier's time (scored 0)
 
     def __post_init__(self) -> None:
         if self.row_index is None:
@@ -112,3 +113,4 @@ class EvalBatch:
 
     rewards: Tensor  # [P, n] float32 in {0, 1}
     benchmark: str
+    verifier_timeouts: int = 0  # samples that ran out of the verifier's time (scored 0)

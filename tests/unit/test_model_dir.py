@@ -1,0 +1,69 @@
+"""A bad model directory is named with its fix when the policy module is built, before anything loads."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from stable_rl.model_dir import check_model_dir
+from stable_rl.module import PolicyModule
+
+
+def refusal(model_path) -> str:
+    """The message of building the policy module on ``model_path``."""
+    with pytest.raises((FileNotFoundError, ValueError)) as caught:
+        PolicyModule(str(model_path))
+    return str(caught.value)
+
+
+def test_a_missing_directory_names_the_resolved_path_and_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    message = refusal("models/nope")
+    assert message.startswith(
+        f"model directory models/nope not found: there is no {tmp_path}/models/nope (a relative model_path is read "
+        f"from the working directory, {tmp_path}), and no hub model of that name could be loaded ("
+    )
+    assert message.endswith("). Set model.init_args.model_path to the model's directory")  # the hub's error between
+
+
+def test_a_relative_path_of_the_checkout_run_from_elsewhere_says_where_it_exists(tmp_path, monkeypatch):
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="not found: there is no") as caught:
+        check_model_dir("data/tiny-qwen3-moe")
+    assert f" It exists as {repo}/data/tiny-qwen3-moe: run from {repo} or give that path." in str(caught.value)
+
+
+def copy_of(model_path: str, to: Path, leave_out: tuple[str, ...] = ()) -> Path:
+    shutil.copytree(model_path, to, ignore=lambda _, names: [n for n in names if n in leave_out])
+    return to
+
+
+def test_a_directory_without_tokenizer_files_is_refused(tiny_model_path, tmp_path):
+    path = copy_of(tiny_model_path, tmp_path / "m", leave_out=("tokenizer.json", "tokenizer_config.json"))
+    assert refusal(path) == (
+        f"model directory {path} has no tokenizer.json or tokenizer.model or vocab.json: copy the config and "
+        "tokenizer files from the model the weights came from (its save_pretrained), or set "
+        "model.init_args.model_path to a complete model directory"
+    )
+
+
+def test_a_directory_without_config_is_refused(tiny_model_path, tmp_path):
+    path = copy_of(tiny_model_path, tmp_path / "m", leave_out=("config.json",))
+    assert refusal(path).startswith(f"model directory {path} has no config.json: copy the config and tokenizer")
+
+
+def test_a_tokenizer_beyond_the_models_vocabulary_is_refused(tiny_model_path, tmp_path):
+    path = copy_of(tiny_model_path, tmp_path / "m")
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps(config | {"vocab_size": 1000}))
+    assert refusal(path) == (
+        f"the tokenizer of {path} has ids up to 2047, beyond the model's vocabulary of 1000 (vocab_size in its "
+        "config.json): a tokenizer of another model? Use the tokenizer the model was trained with, or resize the "
+        "model's embeddings to the tokenizer (resize_token_embeddings, then save_pretrained)"
+    )
+
+
+def test_the_shipped_model_passes(tiny_model_path):
+    check_model_dir(tiny_model_path)
