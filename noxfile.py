@@ -1,4 +1,5 @@
-"""Sessions: ``nox -s tests`` (the test suite, what CI runs), ``nox -s lint``, ``nox -s quickstart``,
+"""Sessions: ``nox -s tests`` (the test suite), ``nox -s lint`` (ruff, mypy), ``nox -s docs`` (the documentation
+site, ``mkdocs build --strict``), all three what CI runs; ``nox -s quickstart``,
 ``nox -s soak`` (an hour of the quickstart watching memory and file handles), ``nox -s benchmarks`` (the
 CPU benchmarks in sequence: step breakdown, rollout throughput, stable-rl vs TRL's GRPOTrainer).
 
@@ -9,7 +10,7 @@ e.g. ``nox -s tests -- tests/unit -x``. TRL is installed only in the ``benchmark
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "docs"]
 nox.options.reuse_venv = "yes"
 
 CPU_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
@@ -34,12 +35,30 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs, env=CPU_ENV)
 
 
+LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1"]
+DOCS_DEPS = ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "mkdocstrings==1.0.8", "mkdocstrings-python==2.0.11"]
+QUIET_MKDOCS = {"NO_MKDOCS_2_WARNING": "1"}  # mkdocs-material's banner about its successor
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff lint and format check."""
-    session.install("ruff")
+    """ruff lint and format check; mypy on src/stable_rl (settings in pyproject.toml, no other package needed)."""
+    session.install(*LINT_DEPS)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site into ``site/``, failing on any warning: a dead link, a missing page or anchor,
+    a docstring mkdocstrings cannot read. mkdocstrings reads the package statically: no torch needed.
+    ``nox -s docs -- serve`` previews it instead."""
+    session.install(*DOCS_DEPS)
+    if session.posargs[:1] == ["serve"]:
+        session.run("mkdocs", "serve", *session.posargs[1:], env=QUIET_MKDOCS)
+    else:
+        session.run("mkdocs", "build", "--strict", *session.posargs, env=QUIET_MKDOCS)
 
 
 @nox.session(default=False)

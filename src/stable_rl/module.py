@@ -73,8 +73,10 @@ class PolicyModule(HFPolicyModule):
         max_grad_norm: clip the global gradient norm to this before each update; None = no clipping.
         dtype: training precision of the policy weights ("float32", "bfloat16").
         logprob_chunk_size: tokens per chunk of the vocabulary head (bounds float32 logits memory).
-        experts_implementation, attn_implementation, gradient_checkpointing, mixed_precision: see
-            ``HFPolicyModule``.
+        experts_implementation: see ``HFPolicyModule``.
+        attn_implementation: see ``HFPolicyModule``.
+        gradient_checkpointing: see ``HFPolicyModule``.
+        mixed_precision: see ``HFPolicyModule``.
         health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
             |log(pi_theta/mu_old)| exceeds this (``stable_rl.health``).
         max_nonfinite_updates: an update whose loss or gradient is NaN/inf is skipped (no weight or

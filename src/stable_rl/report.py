@@ -1,7 +1,7 @@
 """Compare finished runs from their Lightning CSV logs: one figure per metric family, runs side by side,
 and a markdown table of each metric's peak and final value per run.
 
-    stable-rl-report runs/minirl/version_0 runs/minirl_no_is/version_0 --out docs/report
+    stable-rl-report runs/minirl/version_0 runs/minirl_no_is/version_0 --out runs/report
 
 With ``--frontier`` the runs are learning-rate-ramp runs and the report is their stability frontier
 (``stable_rl.frontier``); ``--pair unstable:stable`` judges a pair of variants by the decision rule.

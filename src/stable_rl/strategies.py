@@ -23,7 +23,8 @@ class FSDP2Strategy(ModelParallelStrategy):
             written beside the target (``.<name>.partial``) and swapped with it atomically, so a process
             killed mid-save leaves the previous checkpoint whole. False: full weights and optimizer state are
             gathered into one file on rank 0, saved by the trainer's ``CheckpointIO`` (atomic by default).
-        process_group_backend, timeout: as in ``ModelParallelStrategy``.
+        process_group_backend: as in ``ModelParallelStrategy``.
+        timeout: as in ``ModelParallelStrategy``.
     """
 
     def __init__(

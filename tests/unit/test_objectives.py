@@ -1,4 +1,5 @@
-"""Objectives against references written token by token from the paper's formulas (notes: paper.md).
+"""Objectives against references written token by token from the paper's formulas (arXiv 2512.01374;
+the objectives table of docs/method.md).
 
 Log-probs come from ``log_softmax`` of leaf logits, so each check compares both the loss and its
 gradient (autograd of the reference vs autograd of the vectorised implementation).

@@ -57,7 +57,7 @@ class InstabilityMonitor(L.Callback):
         self.patience = patience
         self.stop = stop
         self.dirpath = dirpath
-        self.history = {name: deque(maxlen=window) for name in HISTORY}
+        self.history: dict[str, deque[float]] = {name: deque(maxlen=window) for name in HISTORY}
         self.best_reward = float("-inf")
         self.streaks: dict[str, int] = {}
         self.incidents: list[tuple[int, str]] = []  # (step, sign) whenever a sign is raised

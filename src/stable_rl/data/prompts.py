@@ -34,8 +34,11 @@ class ReasoningGymPrompts(PromptSource):
         seed: generator seed (the same seed gives the same problems). reasoning-gym derives problem i
             from seed + i, so sources whose seed ranges [seed, seed + size) overlap share problems:
             keep training, cold-start and held-out seeds far apart (the recipes use 1, 100000, 1000000).
-        min_terms, max_terms, min_digits, max_digits: difficulty, for generators that have these
-            settings (``basic_arithmetic``, ``chain_sum``); None keeps reasoning-gym's default.
+        min_terms: fewest terms, for generators that have this setting (``basic_arithmetic``,
+            ``chain_sum``); None keeps reasoning-gym's default.
+        max_terms: most terms, likewise.
+        min_digits: fewest digits per term, likewise.
+        max_digits: most digits per term, likewise.
     """
 
     def __init__(

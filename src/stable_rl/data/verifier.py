@@ -156,7 +156,7 @@ class MathVerifier:
             chunk = todo[k : k + size]
             responses_chunk, answers_chunk = [responses[i] for i in chunk], [answers[i] for i in chunk]
             pool.submit(_score_chunk, chunk, responses_chunk, answers_chunk, self.timeout, self.require_boxed)
-        left, running = set(todo), set()
+        left, running = set(todo), set[int]()
         while left:
             if not inbox.poll(self.timeout + _GRACE_S):
                 self.close()

@@ -53,7 +53,9 @@ class RolloutEngine(ABC):
     """Samples G responses per prompt with the policy's current weights.
 
     Args:
-        max_new_tokens, temperature, top_p: the training rollouts' ``Sampling``.
+        max_new_tokens: the training rollouts' ``Sampling``: most tokens per response.
+        temperature: the training rollouts' ``Sampling``: temperature (> 0).
+        top_p: the training rollouts' ``Sampling``: nucleus mass (1: the full distribution).
         dtype: the engine's precision, separate from training ("float32" matches training exactly;
             "bfloat16" is a real training-inference mismatch).
         seed: base seed; each request's seed derives from it, the step and its index. None (default):

@@ -20,7 +20,7 @@ class HFEngine(RolloutEngine):
 
     Log mu_old are rescored by one forward pass of the engine's own model at the sampling
     temperature (training samples from the full distribution, top_p = 1); with ``return_routes`` the
-    same pass records each token's routed experts.
+    same pass records each token's routed experts. Arguments not listed are as in ``RolloutEngine``.
 
     Args:
         quantization: simulate low-precision inference (``stable_rl.rollout.fp8``), a training-inference
@@ -34,7 +34,6 @@ class HFEngine(RolloutEngine):
         fp8: alias of ``quantization="fp8_per_channel"``.
         cache_implementation: transformers' KV cache for ``generate`` ("static" preallocates it and lets
             transformers compile the decoding step on GPUs); None = transformers' default (dynamic).
-        Others as in ``RolloutEngine``.
     """
 
     model: PreTrainedModel | None = None

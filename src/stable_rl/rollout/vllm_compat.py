@@ -6,6 +6,7 @@ CUDA by reading their source. ``SUPPORTED`` is the range the ``vllm`` extra allo
 
 import gc
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from packaging.specifiers import SpecifierSet
@@ -129,6 +130,8 @@ class AliasedExpertsWarning(logging.Filter):
         if not str(record.msg).startswith("Following weights were not loaded from checkpoint"):
             return True
         names = record.args[0] if isinstance(record.args, tuple) and record.args else ()
+        if not isinstance(names, Iterable):
+            return True
         return not names or not all(".routed_experts." in name for name in names)
 
 

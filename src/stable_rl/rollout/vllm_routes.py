@@ -8,6 +8,8 @@ past the scheduled tokens are padding. Needs eager mode (compiled graphs never c
 no prefix caching (cached prompt blocks are not recomputed, so would have no routes).
 """
 
+from typing import Any
+
 import numpy as np
 
 from stable_rl.routing.hooks import ROUTE_DTYPE
@@ -24,7 +26,7 @@ class VLLMRouteCapture:
     def __init__(self, max_model_len: int) -> None:
         self.max_model_len = max_model_len
         self.routes: dict[str, np.ndarray] = {}  # request id -> [max_model_len, layers, k], -1 unset
-        self.runner = None
+        self.runner: Any = None  # vLLM's worker model runner (its internals differ by release), once installed
         self.num_layers = 0
         self.top_k = 0
         self.active = False  # capture only while a rollout that needs routes is generated
