@@ -12,12 +12,14 @@ side by side in one process:
    the measured matmul rate, whichever is slower; prefill likewise;
 2. colocated steps: the real MiniRL step through Lightning with the engine in the loop (sync, rollout of
    64 x (256 + 512) tokens, random 0/1 rewards, update) without and with ``sleep_mode``: seconds per phase
-   and the GPU memory in use during the update (what the engine holds + the update's peak).
+   and the GPU memory in use (the device's total - free, all allocators included: vLLM's sleep-mode memory
+   is not PyTorch's) when the update starts and at its peak (polled every millisecond).
 """
 
 import argparse
 import os
 import statistics
+import threading
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -85,16 +87,43 @@ def generation_rows(model_dir: str, config, args, hw, weight_bytes: float, activ
     return rows
 
 
+def in_use() -> float:
+    """GB in use on the current GPU, by anything (the device's total - free)."""
+    free, total = torch.cuda.mem_get_info()
+    return (total - free) / GB
+
+
+class PeakInUse:
+    """Polls ``in_use`` in a thread between ``start`` and ``stop``; ``stop`` returns the peak."""
+
+    def start(self) -> None:
+        self.peak, self.running = in_use(), True
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while self.running:
+            self.peak = max(self.peak, in_use())
+            time.sleep(0.001)
+
+    def stop(self) -> float:
+        self.running = False
+        self.thread.join()
+        return max(self.peak, in_use())
+
+
 class EngineRollouts(L.LightningDataModule):
     """Each step: sync the engine to the policy, sample ``group`` responses per random prompt, let the engine
-    sleep (if it does), random 0/1 rewards; records the seconds of each phase and the memory the engine
-    holds once asleep (or not)."""
+    sleep (if it does), random 0/1 rewards; records the seconds of each phase and the GPU memory in use when
+    the update starts, then polls its peak until the step ends."""
 
     def __init__(self, engine: VLLMEngine, prompts: list[list[int]], group: int, steps: int) -> None:
         super().__init__()
         self.engine, self.prompts, self.group, self.steps = engine, prompts, group, steps
         self.times: dict[str, list[float]] = {"sync": [], "rollout": [], "sleep": []}
-        self.engine_held: list[float] = []
+        self.at_start: list[float] = []
+        self.peaks: list[float] = []
+        self.poll = PeakInUse()
 
     def train_dataloader(self):
         return torch.utils.data.DataLoader(range(self.steps), batch_size=None)
@@ -114,9 +143,8 @@ class EngineRollouts(L.LightningDataModule):
         self.timed("sync", lambda: self.engine.sync(module.full_weights(), version=step))
         samples = self.timed("rollout", lambda: self.engine.generate(self.prompts, self.group, step))
         self.timed("sleep", self.engine.sleep)
-        free, total = torch.cuda.mem_get_info()
-        self.engine_held.append((total - free - torch.cuda.memory_reserved()) / GB)
-        torch.cuda.reset_peak_memory_stats()
+        self.at_start.append(in_use())
+        self.poll.start()
         rewards = torch.randint(0, 2, (len(samples),), generator=torch.Generator().manual_seed(step)).float()
         return RolloutBatch.from_samples(samples, rewards, self.group, 0, 1.0, policy_version=step)
 
@@ -124,15 +152,15 @@ class EngineRollouts(L.LightningDataModule):
         self.engine.close()
 
 
-class UpdatePeak(L.Callback):
-    """PyTorch's peak reserved memory of each step's update (the data module resets the peak after the rollout)."""
+class UpdateEnd(L.Callback):
+    """Ends each step's memory polling; records the seconds of pi_old + the update."""
 
-    def __init__(self) -> None:
-        self.peaks: list[float] = []
+    def __init__(self, data: EngineRollouts) -> None:
+        self.data = data
         self.updates: list[float] = []
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
-        self.peaks.append(torch.cuda.max_memory_reserved() / GB)
+        self.data.peaks.append(self.data.poll.stop())
         self.updates.append(float(trainer.callback_metrics["time/pi_old"] + trainer.callback_metrics["time/update"]))
 
 
@@ -145,7 +173,7 @@ def colocated_row(model_dir: str, config, args, sleep_mode: bool) -> dict:
         sleep_mode=sleep_mode,
     )
     data = EngineRollouts(engine, prompts_of(args.prompts, args.prompt, config.vocab_size, 7), args.group, args.steps)
-    peak = UpdatePeak()
+    peak = UpdateEnd(data)
     module = PolicyModule(
         model_dir,
         optimizer=lambda params: torch.optim.AdamW(params, lr=1e-6),
@@ -165,8 +193,8 @@ def colocated_row(model_dir: str, config, args, sleep_mode: bool) -> dict:
         "sleep_mode": sleep_mode,
         **{phase: median(values) for phase, values in data.times.items()},
         "update": median(peak.updates),
-        "engine_held": median(data.engine_held),
-        "update_peak": max(peak.peaks[later]),
+        "at_start": median(data.at_start),
+        "peak": max(data.peaks[later]),
     }
 
 
@@ -178,7 +206,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--step-response", type=int, default=512, help="colocated steps: max response tokens")
     parser.add_argument("--colocated-memory", type=float, default=0.4, help="gpu_memory_utilization, colocated")
     parser.add_argument("--only", choices=["generation", "colocated"], default=None)
-    parser.set_defaults(prompts=8, group=8, steps=4)
+    parser.set_defaults(prompts=8, group=8, steps=6)
     return parser
 
 
@@ -218,16 +246,15 @@ def main() -> None:
             f"{args.steps}:\n"
         )
         print(
-            "| sleep_mode | sync s | rollout s | sleep s | pi_old + update s | step s | engine holds GB "
-            "| update peak GB | in use during the update GB |"
+            "| sleep_mode | sync s | rollout s | sleep s | pi_old + update s | step s | in use at the update's start GB "
+            "| peak in use during the update GB |"
         )
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|")
         for r in results:
             step = r["sync"] + r["rollout"] + r["sleep"] + r["update"]
             print(
                 f"| {'on' if r['sleep_mode'] else 'off'} | {r['sync']:.2f} | {r['rollout']:.2f} | {r['sleep']:.2f} "
-                f"| {r['update']:.2f} | {step:.2f} | {r['engine_held']:.1f} | {r['update_peak']:.1f} "
-                f"| {r['engine_held'] + r['update_peak']:.1f} |"
+                f"| {r['update']:.2f} | {step:.2f} | {r['at_start']:.1f} | {r['peak']:.1f} |"
             )
 
 

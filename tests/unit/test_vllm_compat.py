@@ -206,6 +206,12 @@ def test_a_sleeping_engine_wakes_its_weights_loads_them_then_wakes_its_kv_cache(
         "reset cache",
     ]
     assert emptied == [True] and engine.version == 0 and not engine.asleep
+    engine.sleep()
+    closed = []
+    monkeypatch.setattr("stable_rl.rollout.vllm_engine.shut_down", lambda llm: closed.append(list(llm.calls)))
+    monkeypatch.setattr("stable_rl.rollout.vllm_engine.collect_memory", lambda: None)
+    engine.close()  # woken before its memory is freed (vLLM cannot free sleeping memory on CUDA)
+    assert closed[0][-2:] == ["sleep 2", "wake weights kv_cache"] and not engine.running and not engine.asleep
     VLLMEngine(sleep_mode=False).sleep()  # not running: nothing to free
     awake = VLLMEngine(sleep_mode=False)
     awake.llm, awake.platform = SleepingLLM(), GPU_026

@@ -348,7 +348,12 @@ class VLLMEngine(RolloutEngine):
         return Sample(prompt_ids=prompt, response_ids=response, logprobs=logprobs, routes=routes)
 
     def close(self) -> None:
-        """Shut the engine down and free its memory (GPU memory included); ``start`` may follow."""
+        """Shut the engine down and free its memory (GPU memory included); ``start`` may follow. An engine
+        asleep is woken first: vLLM 0.26 frees a sleeping allocation by unmapping it again, which CUDA refuses
+        ("CUDA Error: invalid argument" from its allocator, seen at the end of a run on an H200)."""
+        if self.asleep:
+            _give_cached_memory_back()
+            self.llm.wake_up(tags=["weights", "kv_cache"])
         llm, self.llm, self.capture, self.version, self.asleep = self.llm, None, None, None, False
         if llm is not None:
             shut_down(llm)
