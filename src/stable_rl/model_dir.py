@@ -1,4 +1,5 @@
-"""The model directory checked when the policy module is built, before anything loads or starts.
+"""The model directory checked when the policy module is built, before anything loads or starts, and its
+tokenizer checked by the data modules that load it (a policy trained on given token ids needs none).
 
 transformers and vLLM meet a bad ``model_path`` later and less clearly: a missing directory as a failed
 hub download, a directory without tokenizer files as an empty tokenizer (every prompt encoded as unknown
@@ -14,19 +15,17 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout of an editab
 
 
 def check_model_dir(model_path: str) -> None:
-    """Refuse a ``model_path`` that is neither a model directory nor a hub model, a directory without config or
-    tokenizer files, and a tokenizer with ids beyond the model's vocabulary."""
-    path = Path(model_path)
-    if path.is_dir():
-        for names in (("config.json",), TOKENIZER_FILES):
-            if not any((path / name).is_file() for name in names):
-                raise FileNotFoundError(
-                    f"model directory {model_path} has no {' or '.join(names)}: copy the config and tokenizer files "
-                    "from the model the weights came from (its save_pretrained), or set model.init_args.model_path to "
-                    "a complete model directory"
-                )
+    """Refuse a ``model_path`` that is neither a model directory nor a hub model, or a directory without config."""
+    if Path(model_path).is_dir():
+        _check_files(model_path, ("config.json",))
     else:
         _check_hub_name(model_path)
+
+
+def check_tokenizer(model_path: str) -> None:
+    """Refuse a model directory without tokenizer files, and a tokenizer with ids beyond the model's vocabulary."""
+    if Path(model_path).is_dir():
+        _check_files(model_path, TOKENIZER_FILES)
     vocab_size = getattr(AutoConfig.from_pretrained(model_path).get_text_config(), "vocab_size", None)
     largest_id = max(AutoTokenizer.from_pretrained(model_path).get_vocab().values())
     if vocab_size is not None and largest_id >= vocab_size:
@@ -34,6 +33,16 @@ def check_model_dir(model_path: str) -> None:
             f"the tokenizer of {model_path} has ids up to {largest_id}, beyond the model's vocabulary of {vocab_size} "
             "(vocab_size in its config.json): a tokenizer of another model? Use the tokenizer the model was trained "
             "with, or resize the model's embeddings to the tokenizer (resize_token_embeddings, then save_pretrained)"
+        )
+
+
+def _check_files(model_path: str, names: tuple[str, ...]) -> None:
+    """The directory must hold one of ``names``."""
+    if not any((Path(model_path) / name).is_file() for name in names):
+        raise FileNotFoundError(
+            f"model directory {model_path} has no {' or '.join(names)}: copy the config and tokenizer files "
+            "from the model the weights came from (its save_pretrained), or set model.init_args.model_path to "
+            "a complete model directory"
         )
 
 

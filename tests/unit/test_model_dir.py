@@ -1,4 +1,5 @@
-"""A bad model directory is named with its fix when the policy module is built, before anything loads."""
+"""A bad model directory is named with its fix when the policy module is built, before anything loads; a bad
+tokenizer when a data module is about to load it (before any engine starts)."""
 
 import json
 import shutil
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stable_rl.model_dir import check_model_dir
+from stable_rl.model_dir import check_model_dir, check_tokenizer
 from stable_rl.module import PolicyModule
 
 
@@ -35,6 +36,13 @@ def test_a_relative_path_of_the_checkout_run_from_elsewhere_says_where_it_exists
     assert f" It exists as {repo}/data/tiny-qwen3-moe: run from {repo} or give that path." in str(caught.value)
 
 
+def tokenizer_refusal(model_path) -> str:
+    """The message of checking the tokenizer of ``model_path`` (what the data modules do before loading it)."""
+    with pytest.raises((FileNotFoundError, ValueError)) as caught:
+        check_tokenizer(str(model_path))
+    return str(caught.value)
+
+
 def copy_of(model_path: str, to: Path, leave_out: tuple[str, ...] = ()) -> Path:
     shutil.copytree(model_path, to, ignore=lambda _, names: [n for n in names if n in leave_out])
     return to
@@ -42,7 +50,8 @@ def copy_of(model_path: str, to: Path, leave_out: tuple[str, ...] = ()) -> Path:
 
 def test_a_directory_without_tokenizer_files_is_refused(tiny_model_path, tmp_path):
     path = copy_of(tiny_model_path, tmp_path / "m", leave_out=("tokenizer.json", "tokenizer_config.json"))
-    assert refusal(path) == (
+    PolicyModule(str(path))  # training on given token ids needs no tokenizer (e.g. synthetic benchmarks)
+    assert tokenizer_refusal(path) == (
         f"model directory {path} has no tokenizer.json or tokenizer.model or vocab.json: copy the config and "
         "tokenizer files from the model the weights came from (its save_pretrained), or set "
         "model.init_args.model_path to a complete model directory"
@@ -58,7 +67,7 @@ def test_a_tokenizer_beyond_the_models_vocabulary_is_refused(tiny_model_path, tm
     path = copy_of(tiny_model_path, tmp_path / "m")
     config = json.loads((path / "config.json").read_text())
     (path / "config.json").write_text(json.dumps(config | {"vocab_size": 1000}))
-    assert refusal(path) == (
+    assert tokenizer_refusal(path) == (
         f"the tokenizer of {path} has ids up to 2047, beyond the model's vocabulary of 1000 (vocab_size in its "
         "config.json): a tokenizer of another model? Use the tokenizer the model was trained with, or resize the "
         "model's embeddings to the tokenizer (resize_token_embeddings, then save_pretrained)"
@@ -67,3 +76,4 @@ def test_a_tokenizer_beyond_the_models_vocabulary_is_refused(tiny_model_path, tm
 
 def test_the_shipped_model_passes(tiny_model_path):
     check_model_dir(tiny_model_path)
+    check_tokenizer(tiny_model_path)

@@ -23,6 +23,7 @@ from stable_rl.data.prompt_batches import PromptBatches, share_of
 from stable_rl.data.prompts import Problem, PromptSource
 from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
+from stable_rl.model_dir import check_tokenizer
 from stable_rl.padding import pad_id
 from stable_rl.rollout import EvalBatch, RolloutBatch, RolloutEngine, Sampling
 from stable_rl.timing import timed
@@ -140,6 +141,7 @@ class RolloutDataModule(L.LightningDataModule):
     def _load_problems(self, model_path: str) -> None:
         """Tokenize the training problems and the benchmarks (minus training questions), each without the
         problems whose gold answer math-verify cannot use."""
+        check_tokenizer(model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         training = self._usable(self.prompts, "data.prompts")
         self.problems = [self._encode(p.question, p.answer) for p in training]

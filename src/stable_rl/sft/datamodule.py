@@ -12,6 +12,7 @@ from transformers import AutoTokenizer
 from stable_rl.data.prompts import ReasoningGymPrompts
 from stable_rl.data.solutions import worked_solution
 from stable_rl.data.template import PromptTemplate
+from stable_rl.model_dir import check_tokenizer
 from stable_rl.padding import pad_id, right_pad
 
 
@@ -71,6 +72,7 @@ class SFTDataModule(L.LightningDataModule):
     def setup(self, stage: str) -> None:
         if self.pairs:
             return
+        check_tokenizer(self.trainer.lightning_module.model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(self.trainer.lightning_module.model_path)
         eos = self.tokenizer.eos_token_id
         style = random.Random(self.seed)
