@@ -56,7 +56,6 @@ class HFPolicyModule(L.LightningModule):
         mixed_precision: Dtype | None = None,
     ) -> None:
         super().__init__()
-        check_model_dir(model_path)  # before anything loads or starts
         self.gradient_checkpointing = gradient_checkpointing
         self.mixed_precision = mixed_precision
         self.model_path = model_path
@@ -74,6 +73,8 @@ class HFPolicyModule(L.LightningModule):
                 f"model.mixed_precision={self.mixed_precision} needs trainer.strategy "
                 "stable_rl.strategies.FSDP2Strategy; with one device or DDP set model.dtype alone"
             )
+        if self.policy is None:
+            check_model_dir(self.model_path)  # before it loads (a hub name is looked up only now)
         if self.policy is None and sharded:
             self._load_sharded()
         elif self.policy is None:

@@ -1,5 +1,6 @@
-"""The model directory checked when the policy module is built, before anything loads or starts, and its
-tokenizer checked by the data modules that load it (a policy trained on given token ids needs none).
+"""The model directory checked before anything loads it: by the data modules before they load its tokenizer
+(the first thing a run loads), and by the policy module before it loads the weights (training on given token
+ids needs no tokenizer). Building the objects looks nothing up, so a recipe of a hub model parses offline.
 
 transformers and vLLM meet a bad ``model_path`` later and less clearly: a missing directory as a failed
 hub download, a directory without tokenizer files as an empty tokenizer (every prompt encoded as unknown
@@ -23,7 +24,9 @@ def check_model_dir(model_path: str) -> None:
 
 
 def check_tokenizer(model_path: str) -> None:
-    """Refuse a model directory without tokenizer files, and a tokenizer with ids beyond the model's vocabulary."""
+    """``check_model_dir``, then refuse a model directory without tokenizer files, and a tokenizer with ids beyond
+    the model's vocabulary."""
+    check_model_dir(model_path)
     if Path(model_path).is_dir():
         _check_files(model_path, TOKENIZER_FILES)
     vocab_size = getattr(AutoConfig.from_pretrained(model_path).get_text_config(), "vocab_size", None)

@@ -1,5 +1,6 @@
-"""A bad model directory is named with its fix when the policy module is built, before anything loads; a bad
-tokenizer when a data module is about to load it (before any engine starts)."""
+"""A bad model directory is named with its fix before anything loads it: when a data module is about to load its
+tokenizer (the first thing a run loads, before any engine starts), and when the policy module is about to load
+its weights (training on given token ids needs no tokenizer)."""
 
 import json
 import shutil
@@ -12,9 +13,11 @@ from stable_rl.module import PolicyModule
 
 
 def refusal(model_path) -> str:
-    """The message of building the policy module on ``model_path``."""
+    """The message of checking ``model_path`` before the policy module loads it (it builds without looking)."""
+    PolicyModule(str(model_path))
     with pytest.raises((FileNotFoundError, ValueError)) as caught:
-        PolicyModule(str(model_path))
+        check_model_dir(str(model_path))
+    assert tokenizer_refusal(model_path) == str(caught.value)  # the data modules check it first
     return str(caught.value)
 
 
@@ -26,6 +29,9 @@ def test_a_missing_directory_names_the_resolved_path_and_the_working_directory(t
         f"from the working directory, {tmp_path}), and no hub model of that name could be loaded ("
     )
     assert message.endswith("). Set model.init_args.model_path to the model's directory")  # the hub's error between
+    with pytest.raises(FileNotFoundError) as caught:
+        PolicyModule("models/nope").configure_model()  # before the weights load
+    assert str(caught.value) == message
 
 
 def test_a_relative_path_of_the_checkout_run_from_elsewhere_says_where_it_exists(tmp_path, monkeypatch):
