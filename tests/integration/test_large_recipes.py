@@ -131,21 +131,6 @@ def test_the_frontier_recipes_build(in_repo, overlays, dtype, scheme, train_infe
     assert isinstance(scheduler, ExponentialLR) and scheduler.gamma**20 == pytest.approx(2.0, rel=1e-12)
 
 
-@pytest.fixture(scope="module")
-def upcycled_path(smollm2_path, tmp_path_factory) -> str:
-    """SmolLM2 cut to one layer and upcycled (8 experts, top-2), saved as data/make_smollm2_moe.py saves it."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from stable_rl.upcycle import upcycle
-
-    dense = AutoModelForCausalLM.from_pretrained(smollm2_path, dtype=torch.float32)
-    dense.model.layers, dense.config.num_hidden_layers = dense.model.layers[:1], 1
-    path = tmp_path_factory.mktemp("smollm2-moe")
-    upcycle(dense, generator=torch.Generator().manual_seed(0)).save_pretrained(path)
-    AutoTokenizer.from_pretrained(smollm2_path).save_pretrained(path)
-    return str(path)
-
-
 LONG = "--config=recipes/long/minirl_smollm2_moe.yaml"
 
 
@@ -157,10 +142,12 @@ LONG = "--config=recipes/long/minirl_smollm2_moe.yaml"
         (["recipes/long/n4_r2.yaml"], None, ["R2"], 64, 1024),
     ],
 )
-def test_the_long_task_recipes_build(in_repo, upcycled_path, overlays, scheme, replay, mini_batch_size, max_steps):
+def test_the_long_task_recipes_build(
+    in_repo, upcycled_smollm2_path, overlays, scheme, replay, mini_batch_size, max_steps
+):
     """recipes/long (GPU recipes, built here on CPU): MiniRL on the upcycled SmolLM2 MoE, responses of hundreds of tokens from a fixed pool."""
     args = [LONG, *(f"--config={o}" for o in overlays), "--trainer.accelerator=cpu"]
-    cli = main([*args, f"--model.init_args.model_path={upcycled_path}"], run=False)
+    cli = main([*args, f"--model.init_args.model_path={upcycled_smollm2_path}"], run=False)
     data, engine, module = cli.datamodule, cli.datamodule.engine, cli.model
     assert (engine.dtype, engine.fp8_scheme, engine.sampling.max_new_tokens) == ("bfloat16", scheme, 768)
     assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == replay
@@ -175,17 +162,17 @@ def test_the_long_task_recipes_build(in_repo, upcycled_path, overlays, scheme, r
     assert all(c._every_n_train_steps % (max_steps // 256) == 0 for c in checkpoints)
 
 
-def test_the_long_task_cold_start_builds_on_the_rl_task(in_repo, upcycled_path):
+def test_the_long_task_cold_start_builds_on_the_rl_task(in_repo, upcycled_smollm2_path):
     """The cold start teaches place-value solutions of the RL pool's difficulty, on problems far from its seeds."""
     cli = main(
         [
             "--config=recipes/long/cold_start_sft_smollm2_moe.yaml",
             "--trainer.accelerator=cpu",
-            f"--model.init_args.model_path={upcycled_path}",
+            f"--model.init_args.model_path={upcycled_smollm2_path}",
         ],
         run=False,
     )
-    rl = main([LONG, "--trainer.accelerator=cpu", f"--model.init_args.model_path={upcycled_path}"], run=False)
+    rl = main([LONG, "--trainer.accelerator=cpu", f"--model.init_args.model_path={upcycled_smollm2_path}"], run=False)
     sft, pool, heldout = cli.datamodule.prompts, rl.datamodule.prompts, rl.datamodule.benchmarks["heldout"]
     assert cli.datamodule.by_place and sft.generators == pool.generators == heldout.generators == ["chain_sum"]
     assert (
