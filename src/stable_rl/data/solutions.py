@@ -3,6 +3,10 @@ r"""Worked solutions for reasoning-gym rows, for a cold-start SFT stage.
 Each solution is short and regular: one line per arithmetic step ("a op b = c", integers written as reasoning-gym
 writes its answers) and a last line ``\boxed{answer}`` with the row's gold answer verbatim. A row whose steps don't
 reach that answer gets no solution (None) rather than a wrong one.
+
+Place-value steps (``by_place=True``, arithmetic generators) make long solutions of easy steps: an addition or
+subtraction of a number with several nonzero digits is first rewritten by place ("a + 305 = a + 300 + 5"), then
+worked one place at a time ("a + 300 = c", "c + 5 = d"); a chain_sum of 10 three-digit terms takes ~30 lines.
 """
 
 import ast
@@ -30,24 +34,40 @@ _BINARY_OPS: dict[type[ast.operator], tuple[str, Callable[[int, int], int]]] = {
 }
 
 
-def _evaluate(node: ast.expr, steps: list[str]) -> int:
-    """Value of an integer expression, appending one step line per operation in Python's evaluation order."""
+def _evaluate(node: ast.expr, steps: list[str], by_place: bool = False) -> int:
+    """Value of an integer expression, appending one step line per operation in Python's evaluation order
+    (with ``by_place``, additions and subtractions as ``_place_steps`` writes them)."""
     match node:
         case ast.Constant(value=int() as value):
             return value
         case ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=int() as value)):  # a literal such as -33
             return -value
         case ast.UnaryOp(op=ast.USub(), operand=operand):  # -( ... )
-            value = _evaluate(operand, steps)
+            value = _evaluate(operand, steps, by_place)
             steps.append(f"-({value}) = {-value}")
             return -value
         case ast.BinOp(left=left, op=op, right=right) if type(op) in _BINARY_OPS:
-            a, b = _evaluate(left, steps), _evaluate(right, steps)
+            a, b = _evaluate(left, steps, by_place), _evaluate(right, steps, by_place)
             symbol, apply = _BINARY_OPS[type(op)]
             value = apply(a, b)
-            steps.append(f"{a} {symbol} {b} = {value}")
+            steps += _place_steps(a, symbol, b) if by_place and symbol in "+-" else [f"{a} {symbol} {b} = {value}"]
             return value
     raise ValueError(f"unsupported expression: {ast.unparse(node)}")
+
+
+def _place_steps(a: int, symbol: str, b: int) -> list[str]:
+    """a + b or a - b one place of b at a time: "17 - 305 = 17 - 300 - 5", "17 - 300 = -283", "-283 - 5 = -288"
+    (a b with one nonzero digit, or a negative b, is added or subtracted as it is written: "17 + -30 = -13")."""
+    sign = 1 if symbol == "+" else -1
+    digits = str(abs(b))
+    places = [int(d) * 10 ** (len(digits) - 1 - i) for i, d in enumerate(digits) if d != "0"]
+    if b < 0 or len(places) < 2:
+        return [f"{a} {symbol} {b} = {a + sign * b}"]
+    lines = [f"{a} {symbol} {b} = {a} {symbol} {f' {symbol} '.join(map(str, places))}"]
+    for place in places:
+        lines.append(f"{a} {symbol} {place} = {a + sign * place}")
+        a += sign * place
+    return lines
 
 
 def _linear(node: ast.expr, variable: str) -> tuple[int, int]:
@@ -77,11 +97,11 @@ def _boxed(lines: list[str], result: str, answer: str) -> str | None:
     return "\n".join([*lines, f"\\boxed{{{answer}}}"]) if result == answer else None
 
 
-def _arithmetic_solution(row: dict) -> str | None:
+def _arithmetic_solution(row: dict, by_place: bool = False) -> str | None:
     """basic_arithmetic and chain_sum: evaluate metadata["expression"] one binary operation at a time."""
     steps: list[str] = []
     try:
-        value = _evaluate(ast.parse(row["metadata"]["expression"], mode="eval").body, steps)
+        value = _evaluate(ast.parse(row["metadata"]["expression"], mode="eval").body, steps, by_place)
     except (SyntaxError, ValueError):
         return None
     return _boxed(steps, str(value), row["answer"])
@@ -131,7 +151,11 @@ _SOLVERS: dict[str, Callable[[dict], str | None]] = {
 SOLVABLE_GENERATORS: tuple[str, ...] = tuple(_SOLVERS)
 
 
-def worked_solution(row: dict) -> str | None:
-    r"""A short worked solution ending in ``\boxed{row["answer"]}``, or None for unsupported generators and rows."""
-    solver = _SOLVERS.get(row["metadata"].get("source_dataset"))
+def worked_solution(row: dict, by_place: bool = False) -> str | None:
+    r"""A worked solution ending in ``\boxed{row["answer"]}``, or None for unsupported generators and rows.
+    ``by_place``: place-value steps for the arithmetic generators (the others are unchanged)."""
+    name = row["metadata"].get("source_dataset")
+    if by_place and name in ("basic_arithmetic", "chain_sum"):
+        return _arithmetic_solution(row, by_place=True)
+    solver = _SOLVERS.get(name)
     return solver(row) if solver else None

@@ -44,6 +44,8 @@ class SFTDataModule(L.LightningDataModule):
         unboxed_fraction: fraction of problems whose last line states the answer as ``The answer is N.``
             instead of ``\\boxed{N}``: a cold start with format errors (the verifier scores only boxed
             answers), the first thing RL on a real cold start usually fixes.
+        by_place: place-value steps for arithmetic (``worked_solution(row, by_place=True)``): long solutions
+            of easy steps, hundreds of tokens for a chain_sum of 6-8 terms.
     """
 
     def __init__(
@@ -55,6 +57,7 @@ class SFTDataModule(L.LightningDataModule):
         seed: int = 0,
         direct_fraction: float = 0.0,
         unboxed_fraction: float = 0.0,
+        by_place: bool = False,
     ) -> None:
         super().__init__()
         for name, value in (("direct_fraction", direct_fraction), ("unboxed_fraction", unboxed_fraction)):
@@ -62,6 +65,7 @@ class SFTDataModule(L.LightningDataModule):
                 raise ValueError(f"data.{name}={value} must be in [0, 1]")
         self.direct_fraction = direct_fraction
         self.unboxed_fraction = unboxed_fraction
+        self.by_place = by_place
         self.prompts = prompts
         self.template = template if template is not None else PromptTemplate()
         self.batch_size = batch_size
@@ -77,7 +81,7 @@ class SFTDataModule(L.LightningDataModule):
         eos = self.tokenizer.eos_token_id
         style = random.Random(self.seed)
         for row in self.prompts.rows():
-            solution = worked_solution(row)
+            solution = worked_solution(row, self.by_place)
             if solution is not None:
                 if style.random() < self.direct_fraction:
                     solution = solution.splitlines()[-1]  # the \boxed{answer} line alone
