@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.fabric.utilities.cloud_io import _is_local_file_protocol
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from stable_rl.compat.lightning import is_local_path
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -24,7 +25,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     """
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
-        if storage_options is not None or not _is_local_file_protocol(path):
+        if storage_options is not None or not is_local_path(path):
             return super().save_checkpoint(checkpoint, path, storage_options)
         path = Path(str(path).removeprefix("file://"))
         path.parent.mkdir(parents=True, exist_ok=True)

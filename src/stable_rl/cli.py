@@ -10,11 +10,11 @@ from pathlib import Path
 
 from jsonargparse import Namespace
 from lightning import LightningDataModule, LightningModule
-from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from stable_rl.callbacks.termination_checkpoint import EXIT_TERMINATED, TerminationCheckpoint
+from stable_rl.compat.lightning import SHARDED_CHECKPOINT_METADATA
 from stable_rl.config_syntax import config_files, syntax_error
 
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
@@ -101,11 +101,12 @@ def check_checkpoint_file(ckpt_path: str | None) -> None:
         )
     if not path.exists():
         raise FileNotFoundError(f"checkpoint {path} not found: pass the path of a .ckpt file, or --ckpt_path=last")
-    if path.is_dir() and not (path / _METADATA_FILENAME).is_file():
+    if path.is_dir() and not (path / SHARDED_CHECKPOINT_METADATA).is_file():
         found = sorted(path.glob("**/*.ckpt"))
         example = f", e.g. {found[-1]}" if found else ""
         raise IsADirectoryError(
-            f"checkpoint {path} is a directory but not a sharded (FSDP2) checkpoint (no {_METADATA_FILENAME} in it): "
+            f"checkpoint {path} is a directory but not a sharded (FSDP2) checkpoint "
+            f"(no {SHARDED_CHECKPOINT_METADATA} in it): "
             f"pass the path of a .ckpt file{example}, or --ckpt_path=last"
         )
 

@@ -11,6 +11,7 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_
 from torch.distributed.tensor import DTensor
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
+from stable_rl.compat.lightning import attached_trainer
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.model_dir import check_model_dir
 from stable_rl.resume_settings import apply_configured_optimizer, configured_optimizer
@@ -67,7 +68,7 @@ class HFPolicyModule(L.LightningModule):
         self.policy: PreTrainedModel | None = None
 
     def configure_model(self) -> None:
-        sharded = self._device_mesh is not None  # ModelParallelStrategy: FSDP2
+        sharded = self.device_mesh is not None  # ModelParallelStrategy: FSDP2
         if self.mixed_precision is not None and not sharded:
             raise ValueError(
                 f"model.mixed_precision={self.mixed_precision} needs trainer.strategy "
@@ -80,7 +81,7 @@ class HFPolicyModule(L.LightningModule):
         elif self.policy is None:
             self.policy = self._prepared(self._pretrained(getattr(torch, self.dtype_name)))
         elif sharded and not is_sharded(self):
-            shard(self, self.policy, self._device_mesh, self._compute_dtype())
+            shard(self, self.policy, self.device_mesh, self._compute_dtype())
 
     def _pretrained(self, dtype: torch.dtype) -> PreTrainedModel:
         return AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype, **self._kernels())
@@ -107,7 +108,7 @@ class HFPolicyModule(L.LightningModule):
                 AutoConfig.from_pretrained(self.model_path), dtype=getattr(torch, self.dtype_name), **self._kernels()
             )
         self.policy = self._prepared(policy)
-        shard(self, policy, self._device_mesh, self._compute_dtype())
+        shard(self, policy, self.device_mesh, self._compute_dtype())
         device = self.trainer.strategy.root_device
         self.to_empty(device=device)
         weights = full.state_dict() if rank0 else {}
@@ -129,12 +130,12 @@ class HFPolicyModule(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["rng_states"] = rng_states()  # Lightning keeps none: a resumed run continues the streams
-        if self._trainer is not None and self.trainer.optimizers:
+        if attached_trainer(self) is not None and self.trainer.optimizers:
             checkpoint["optimizer_class"] = type(self.trainer.optimizers[0]).__qualname__
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self._check_same_model(checkpoint)
-        fitting = self._trainer is not None and self.trainer.state.fn == "fit"
+        fitting = attached_trainer(self) is not None and self.trainer.state.fn == "fit"
         if "rng_states" in checkpoint and fitting:  # validating or testing a checkpoint leaves the RNG alone
             set_rng_states(checkpoint["rng_states"])
         if fitting:  # before Lightning loads the optimizer state from the same dict

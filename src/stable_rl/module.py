@@ -29,6 +29,7 @@ from torchmetrics.aggregation import SumMetric
 
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.checkpoint_io import check_writable
+from stable_rl.compat.lightning import attached_trainer, count_skipped_optimizer_step
 from stable_rl.health import PARTS, health_metrics
 from stable_rl.hf_policy import Dtype, HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_kl
@@ -182,7 +183,7 @@ class PolicyModule(HFPolicyModule):
     @property
     def _processes(self) -> int:
         """Data-parallel processes sharing each global batch (1 without a trainer)."""
-        return self._trainer.world_size if self._trainer is not None else 1
+        return trainer.world_size if (trainer := attached_trainer(self)) is not None else 1
 
     def _sizes(self, num_rows: int) -> tuple[int, int]:
         """(mini, micro) batch sizes in responses of this process, which holds ``num_rows`` of the global
@@ -204,7 +205,7 @@ class PolicyModule(HFPolicyModule):
     def policy_forward(self, phase: Phase, batch: RolloutBatch) -> Iterator[None]:
         """Around one forward (and backward) of ``batch``: the contexts of the trainer's
         ``PolicyForwardCallback``s, e.g. Routing Replay."""
-        callbacks = self._trainer.callbacks if self._trainer is not None else []
+        callbacks = trainer.callbacks if (trainer := attached_trainer(self)) is not None else []
         with ExitStack() as stack:
             for callback in callbacks:
                 if isinstance(callback, PolicyForwardCallback):
@@ -310,7 +311,7 @@ class PolicyModule(HFPolicyModule):
     def _gradient_sync(self, last: bool):
         """DDP: gradients are all-reduced once per update, on its last micro-batch. FSDP2 has no ``no_sync``:
         it reduce-scatters each micro-batch's gradient, so no process ever holds a whole gradient."""
-        model = self.trainer.strategy.model if self._trainer is not None else None
+        model = self.trainer.strategy.model if attached_trainer(self) is not None else None
         if last or not hasattr(model, "no_sync"):
             return nullcontext()
         return model.no_sync()
@@ -358,9 +359,7 @@ class PolicyModule(HFPolicyModule):
         """Drop a non-finite update but count its step (``global_step`` counts update slots, so step-based
         checkpoints, ``max_steps`` and the rollouts' policy versions stay on their schedule)."""
         optimizer.zero_grad()
-        progress = self.trainer.fit_loop.epoch_loop.manual_optimization.optim_step_progress
-        progress.increment_ready()
-        progress.increment_completed()
+        count_skipped_optimizer_step(self.trainer)
         self.nonfinite_in_row += 1
         rank_zero_warn(
             f"non-finite loss or gradient at step {self.global_step - 1}: update skipped "

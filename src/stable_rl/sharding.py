@@ -11,6 +11,8 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from transformers import PreTrainedModel
 
+from stable_rl.compat.transformers import no_split_module_classes
+
 
 def is_sharded(module: torch.nn.Module) -> bool:
     return isinstance(module, FSDPModule)
@@ -32,7 +34,7 @@ def shard(
             "data_parallel_size: trainer.devices x trainer.num_nodes"
         )
     data = mesh["data_parallel"] if "data_parallel" in names else mesh
-    layer_classes = set(policy._no_split_modules or ())
+    layer_classes = no_split_module_classes(policy)
     layers = [module for module in policy.modules() if type(module).__name__ in layer_classes]
     if not layers:
         raise ValueError(

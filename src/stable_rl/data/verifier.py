@@ -24,6 +24,8 @@ from typing import Self
 import torch
 from math_verify import LatexExtractionConfig, parse, verify
 
+from stable_rl.compat.process_pool import kill_workers
+
 _GRACE_S = 1.0  # slack on top of the per-item timeout before a silent pool counts as hung
 _CHUNKS_PER_WORKER = 4  # a few chunks per worker balance the load at a few futures per call
 _LATEX = [LatexExtractionConfig()]
@@ -190,8 +192,7 @@ class MathVerifier:
     def close(self) -> None:
         """Kill the workers (they may hang) and release the pool; idempotent."""
         if self._pool is not None:
-            for process in self._pool._processes.values():  # no public API to kill workers before 3.14
-                process.kill()
+            kill_workers(self._pool)
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
         if self._pipe is not None:

@@ -6,6 +6,7 @@ CUDA by reading their source. ``SUPPORTED`` is the range the ``vllm`` extra allo
 
 import gc
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -66,6 +67,14 @@ class VLLMPlatform:
                 f"quantization='fp8_per_channel' needs vLLM >= {PER_CHANNEL_FP8} (vLLM {self.version} fails loading "
                 "it): use quantization: fp8_per_tensor, or upgrade vLLM"
             )
+
+
+def set_external_launcher_ranks(rank: int, local_rank: int) -> None:
+    """Tell vLLM's ``external_launcher`` executor which tensor-parallel worker this process is: it reads
+    ``RANK`` and ``LOCAL_RANK`` from the environment as a torchrun-launched process has them
+    (``ExecutorWithExternalLauncher._distributed_args``, vllm/v1/executor/uniproc_executor.py), ``LOCAL_RANK``
+    being the CUDA device its worker takes."""
+    os.environ["RANK"], os.environ["LOCAL_RANK"] = str(rank), str(local_rank)
 
 
 def fp8_scheme(quantization: str | None, dtype: str) -> str | None:

@@ -19,6 +19,7 @@ from stable_rl.rollout.vllm_compat import (
     collect_memory,
     fp8_scheme,
     quiet_aliased_experts_warning,
+    set_external_launcher_ranks,
     shut_down,
 )
 from stable_rl.rollout.vllm_routes import NUMPY_ROUTE_DTYPE, VLLMRouteCapture
@@ -120,7 +121,7 @@ class VLLMEngine(RolloutEngine):
             import torch
 
             local_process = torch.cuda.current_device()
-        os.environ["RANK"], os.environ["LOCAL_RANK"] = str(process), str(local_process)
+        set_external_launcher_ranks(process, local_process)
         return {"distributed_executor_backend": "external_launcher"}
 
     def start(self, model_path: str, max_model_len: int) -> None:
