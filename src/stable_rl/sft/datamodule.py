@@ -43,6 +43,7 @@ class SFTDataModule(L.LightningDataModule):
         unboxed_fraction: fraction of problems whose last line states the answer as ``The answer is N.``
             instead of ``\\boxed{N}``: a cold start with format errors (the verifier scores only boxed
             answers), the first thing RL on a real cold start usually fixes.
+        model_path: the model whose tokenizer encodes the pairs; the CLI links it from ``model.init_args.model_path``.
     """
 
     def __init__(
@@ -54,6 +55,7 @@ class SFTDataModule(L.LightningDataModule):
         seed: int = 0,
         direct_fraction: float = 0.0,
         unboxed_fraction: float = 0.0,
+        model_path: str | None = None,
     ) -> None:
         super().__init__()
         for name, value in (("direct_fraction", direct_fraction), ("unboxed_fraction", unboxed_fraction)):
@@ -66,12 +68,18 @@ class SFTDataModule(L.LightningDataModule):
         self.batch_size = batch_size
         self.val_size = val_size
         self.seed = seed
+        self.model_path = model_path
         self.pairs: list[tuple[list[int], list[int]]] = []
 
     def setup(self, stage: str) -> None:
         if self.pairs:
             return
-        self.tokenizer = AutoTokenizer.from_pretrained(self.trainer.lightning_module.model_path)
+        if self.model_path is None:
+            raise ValueError(
+                "SFTDataModule has no model_path (its tokenizer's): the stable-rl CLI links it from "
+                "model.init_args.model_path; in code, pass the module's model_path to the data module"
+            )
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         eos = self.tokenizer.eos_token_id
         style = random.Random(self.seed)
         for row in self.prompts.rows():
