@@ -33,7 +33,7 @@ from stable_rl.checkpoint_io import check_writable
 from stable_rl.health import PARTS, health_metrics
 from stable_rl.hf_policy import Dtype, HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_kl
-from stable_rl.objectives import MiniRL, Objective
+from stable_rl.objectives import LossInputs, MiniRL, Objective
 from stable_rl.resume_settings import describe
 from stable_rl.rollout import EvalBatch, RolloutBatch
 from stable_rl.timing import timed
@@ -335,7 +335,9 @@ class PolicyModule(HFPolicyModule):
         with self.policy_forward("first" if first else "update", part):
             logprobs, entropy = self.batch_logprobs(part, entropy=first)
             old_logprobs = logprobs.detach() if first else old_logprobs
-            out = self.objective(logprobs, old_logprobs, part.rollout_logprobs, advantages, part.response_mask)
+            out = self.objective(
+                LossInputs(logprobs, old_logprobs, part.rollout_logprobs, advantages, part.response_mask)
+            )
             loss = out.token_loss.sum() / normalizer
             self.manual_backward(loss)
         for name, values in out.token_metrics.items():
