@@ -29,6 +29,7 @@ import gpu_update
 import lightning as L
 import torch
 
+from stable_rl.interfaces import policy_weights
 from stable_rl.module import PolicyModule
 from stable_rl.rollout import RolloutBatch, VLLMEngine
 
@@ -117,9 +118,9 @@ class EngineRollouts(L.LightningDataModule):
     sleep (if it does), random 0/1 rewards; records the seconds of each phase and the GPU memory in use when
     the update starts, then polls its peak until the step ends."""
 
-    def __init__(self, engine: VLLMEngine, prompts: list[list[int]], group: int, steps: int) -> None:
+    def __init__(self, model_dir: str, engine: VLLMEngine, prompts: list[list[int]], group: int, steps: int) -> None:
         super().__init__()
-        self.engine, self.prompts, self.group, self.steps = engine, prompts, group, steps
+        self.model_dir, self.engine, self.prompts, self.group, self.steps = model_dir, engine, prompts, group, steps
         self.times: dict[str, list[float]] = {"sync": [], "rollout": [], "sleep": []}
         self.at_start: list[float] = []
         self.peaks: list[float] = []
@@ -137,10 +138,10 @@ class EngineRollouts(L.LightningDataModule):
         return result
 
     def on_before_batch_transfer(self, batch, dataloader_idx: int) -> RolloutBatch:
-        step, module = self.trainer.global_step, self.trainer.lightning_module
+        step, policy = self.trainer.global_step, policy_weights(self.trainer)
         if not self.engine.running:
-            self.engine.start(module.model_path, len(self.prompts[0]) + self.engine.sampling.max_new_tokens)
-        self.timed("sync", lambda: self.engine.sync(module.full_weights(), version=step))
+            self.engine.start(self.model_dir, len(self.prompts[0]) + self.engine.sampling.max_new_tokens)
+        self.timed("sync", lambda: self.engine.sync(policy.full_weights(), version=step))
         samples = self.timed("rollout", lambda: self.engine.generate(self.prompts, self.group, step))
         self.timed("sleep", self.engine.sleep)
         self.at_start.append(in_use())
@@ -172,7 +173,9 @@ def colocated_row(model_dir: str, config, args, sleep_mode: bool) -> dict:
         gpu_memory_utilization=args.colocated_memory,
         sleep_mode=sleep_mode,
     )
-    data = EngineRollouts(engine, prompts_of(args.prompts, args.prompt, config.vocab_size, 7), args.group, args.steps)
+    data = EngineRollouts(
+        model_dir, engine, prompts_of(args.prompts, args.prompt, config.vocab_size, 7), args.group, args.steps
+    )
     peak = UpdateEnd(data)
     module = PolicyModule(
         model_dir,

@@ -162,13 +162,14 @@ def trl_dataset(recipe: dict, prompts: int, steps: int, tokenizer):
 
     from datasets import Dataset
 
+    from stable_rl.batch_plan import BatchPlan
     from stable_rl.data import PromptTemplate
     from stable_rl.data.prompt_batches import PromptBatches
 
     module, _, name = recipe["prompts"]["class_path"].rpartition(".")
     source = getattr(importlib.import_module(module), name)(**recipe["prompts"].get("init_args", {}))
     problems = source.load()
-    order = PromptBatches(problems, prompts, recipe["seed"]).order(0)[: prompts * steps]
+    order = PromptBatches(problems, BatchPlan(prompts, group_size=1), recipe["seed"]).order(0)[: prompts * steps]
     rows = []
     for i in order:
         ids = PromptTemplate().encode(tokenizer, problems[i].question)

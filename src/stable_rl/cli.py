@@ -28,7 +28,13 @@ warnings.filterwarnings("ignore", r"It is recommended to use `self.log\('val/")
 class StableRLCLI(LightningCLI):
     """LightningCLI that names a config file's YAML syntax error with its file and line, resolves
     ``--ckpt_path=last`` to the run's newest ``last`` checkpoint (and logs the resumed run into that version),
-    and gives every run a ``TerminationCheckpoint``."""
+    gives every run a ``TerminationCheckpoint``, and links the settings the data module shares with the policy."""
+
+    def add_arguments_to_parser(self, parser) -> None:
+        """The policy's model directory and batch sizes are set once, under ``model``, and handed to ``data``
+        (``RolloutDataModule`` plans its batches with them; SFT's data module takes the model directory)."""
+        for name in ("model_path", "mini_batch_size", "micro_batch_size"):
+            parser.link_arguments(f"model.init_args.{name}", f"data.init_args.{name}")
 
     def parse_arguments(self, parser, args) -> None:
         if args is None or isinstance(args, list):

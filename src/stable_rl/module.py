@@ -27,13 +27,14 @@ from torch import Tensor
 from torch.distributed.tensor import DTensor
 from torchmetrics.aggregation import SumMetric
 
+from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.checkpoint_io import check_writable
 from stable_rl.compat.lightning import attached_trainer, count_skipped_optimizer_step
 from stable_rl.health import PARTS, health_metrics
 from stable_rl.hf_policy import Dtype, HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_kl
-from stable_rl.objectives import MiniRL, Objective
+from stable_rl.objectives import LossInputs, MiniRL, Objective
 from stable_rl.resume_settings import describe
 from stable_rl.rollout import EvalBatch, RolloutBatch
 from stable_rl.timing import timed
@@ -170,36 +171,25 @@ class PolicyModule(HFPolicyModule):
                 "weights (FSDP2), or ddp to replicate them"
             )
 
-    def on_fit_start(self) -> None:
-        global_batch = getattr(self.trainer.datamodule, "global_batch_size", None)
-        if global_batch is not None:  # fail before the first rollout, not after it
-            if global_batch % self._processes:
-                raise ValueError(
-                    f"global batch of {global_batch} responses cannot be shared by {self._processes} processes: "
-                    "choose data.prompts_per_step as a multiple of trainer.devices x trainer.num_nodes"
-                )
-            self._sizes(global_batch // self._processes)
-
     @property
     def _processes(self) -> int:
         """Data-parallel processes sharing each global batch (1 without a trainer)."""
         return trainer.world_size if (trainer := attached_trainer(self)) is not None else 1
 
-    def _sizes(self, num_rows: int) -> tuple[int, int]:
-        """(mini, micro) batch sizes in responses of this process, which holds ``num_rows`` of the global
-        batch: ``mini_batch_size`` counts the responses of an update over all processes (each holds its
-        share of every mini-batch), ``micro_batch_size`` those of one forward in one process."""
-        processes = self._processes
-        total = num_rows * processes
-        mini = self.mini_batch_size or total
-        micro = min(self.micro_batch_size or mini // processes, mini // processes)
-        if total % mini or mini % processes or (mini // processes) % micro:
+    def _plan(self, batch: RolloutBatch) -> BatchPlan:
+        """The data module's plan of the global step (``batch.plan``), which must use this module's batch
+        sizes; a batch made by hand gets one from them, as this process's share of the global batch."""
+        sizes = (self.mini_batch_size, self.micro_batch_size)
+        if batch.plan is None:
+            prompts = batch.num_rows * self._processes // batch.group_size
+            return BatchPlan(prompts, batch.group_size, *sizes, processes=self._processes)
+        if (batch.plan.mini_batch_size, batch.plan.micro_batch_size) != sizes:
             raise ValueError(
-                f"global batch of {total} responses (data.prompts_per_step x data.group_size) must be "
-                f"divisible by model.mini_batch_size={mini}, that by the {processes} data-parallel process(es), "
-                f"and each process's share by model.micro_batch_size={micro}: choose sizes that divide evenly"
+                f"the data module planned mini_batch_size={batch.plan.mini_batch_size}, micro_batch_size="
+                f"{batch.plan.micro_batch_size}, the module has {sizes[0]}, {sizes[1]}: the stable-rl CLI links "
+                "them from model.init_args; in code, pass the module's sizes to the data module"
             )
-        return mini // processes, micro
+        return batch.plan
 
     @contextmanager
     def policy_forward(self, phase: Phase, batch: RolloutBatch) -> Iterator[None]:
@@ -232,7 +222,8 @@ class PolicyModule(HFPolicyModule):
                 f"rollout generated with the weights of step {batch.policy_version}, expected {self.global_step}: "
                 "the engine must be synced right before every rollout (on-policy lag 0)"
             )
-        mini, micro = self._sizes(batch.num_rows)
+        plan = self._plan(batch)
+        mini, micro = plan.mini_rows, plan.micro_rows
         times = dict(batch.timings)
         mask = batch.response_mask  # [M, L]
         advantages = self.objective.advantages(batch.rewards.view(-1, batch.group_size)).view(-1)  # [M]
@@ -345,7 +336,9 @@ class PolicyModule(HFPolicyModule):
         with self.policy_forward("first" if first else "update", part):
             logprobs, entropy = self.batch_logprobs(part, entropy=first)
             old_logprobs = logprobs.detach() if first else old_logprobs
-            out = self.objective(logprobs, old_logprobs, part.rollout_logprobs, advantages, part.response_mask)
+            out = self.objective(
+                LossInputs(logprobs, old_logprobs, part.rollout_logprobs, advantages, part.response_mask)
+            )
             loss = out.token_loss.sum() / normalizer
             self.manual_backward(loss)
         for name, values in out.token_metrics.items():

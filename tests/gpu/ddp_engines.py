@@ -28,11 +28,11 @@ REPO = Path(__file__).resolve().parents[2]
 class Placement(L.Callback):
     """After the last step: this rank's engine device, current device, and its own memory on every GPU."""
 
-    def __init__(self, out: Path) -> None:
-        self.out = out
+    def __init__(self, out: Path, engine) -> None:
+        self.out, self.engine = out, engine
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        engine = trainer.datamodule.engine
+        engine = self.engine
         placed = engine.llm.apply_model(lambda model: str(next(model.parameters()).device))[0]
         report = {
             "rank": trainer.global_rank,
@@ -54,13 +54,16 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     L.seed_everything(0)
-    module = PolicyModule(str(REPO / "data" / "tiny-qwen3-moe-sft-format"), micro_batch_size=64)
+    model_path = str(REPO / "data" / "tiny-qwen3-moe-sft-format")
+    module = PolicyModule(model_path, micro_batch_size=64)
     data = RolloutDataModule(
         ReasoningGymPrompts(["basic_arithmetic", "chain_sum"], size=256, seed=100000, max_terms=3, max_digits=2),
         VLLMEngine(max_new_tokens=64, dtype="bfloat16" if args.accelerator == "gpu" else "float32"),
         prompts_per_step=16,
         group_size=8,
         max_prompt_tokens=128,
+        model_path=model_path,
+        micro_batch_size=64,  # the module's sizes, which the CLI would link
     )
     trainer = L.Trainer(
         accelerator=args.accelerator,
@@ -71,7 +74,7 @@ def main() -> None:
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[RoutingReplay("R3"), Placement(out)],
+        callbacks=[RoutingReplay("R3"), Placement(out, data.engine)],
     )
     trainer.fit(module, datamodule=data)
 

@@ -48,11 +48,14 @@ def global_batch(model_path: str) -> RolloutBatch:
 class Shards(L.LightningDataModule):
     """The same global batch every step; each process takes its consecutive share of every
     mini-batch, as ``PromptBatches`` shares prompts. ``engine``: an HF engine never started (R3 asks it
-    for routes; the batch has them)."""
+    for routes, ``request_routes``; the batch has them)."""
 
     def __init__(self, batch: RolloutBatch, mini: int) -> None:
         super().__init__()
         self.batch, self.mini, self.engine = batch, mini, HFEngine()
+
+    def request_routes(self) -> None:
+        self.engine.enable_routes()
 
     def train_dataloader(self):
         return torch.utils.data.DataLoader(range(STEPS), batch_size=None)

@@ -13,6 +13,7 @@ import yaml
 from lightning.pytorch.callbacks import LearningRateMonitor
 from torch.optim.lr_scheduler import ExponentialLR
 
+from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks import HFExport, InstabilityMonitor, RoutingReplay
 from stable_rl.cli import main
 from stable_rl.data.prompt_batches import PromptBatches
@@ -58,21 +59,24 @@ def test_every_process_gets_whole_groups_and_even_batches_for_each_n(in_repo, n,
     world, engine = trainer.world_size, data.engine
     global_batch = data.prompts_per_step * data.group_size
     assert global_batch // model.mini_batch_size == n
-    model._trainer = SimpleNamespace(world_size=world)
-    assert model._sizes(global_batch // world) == (model.mini_batch_size // world, model.micro_batch_size)
+    sizes = (data.mini_batch_size, data.micro_batch_size)  # the model's, linked by the CLI
+    data.plan = plan = BatchPlan(
+        data.prompts_per_step, data.group_size, *sizes, world, engine.tensor_parallel_size, trainer.num_devices
+    )  # as RolloutDataModule.setup builds it
+    assert (plan.mini_rows, plan.micro_rows) == (model.mini_batch_size // world, model.micro_batch_size)
     taken = []
     for process in range(world):
-        engine.place(process, process % trainer.num_devices, world)
+        engine.place(plan, process, process % trainer.num_devices)
         shared = engine.processes_per_engine
         assert shared == 1 and process == engine.rank  # one engine per process (R3 with vLLM >= 0.32)
-        data.trainer = SimpleNamespace(global_rank=process, world_size=world, lightning_module=model)
-        engine_share = PromptBatches(list(range(4096)), data.prompts_per_step, 0, engine.rank, world // shared, n)
+        data.trainer = SimpleNamespace(global_rank=process, world_size=world)
+        engine_share = PromptBatches(list(range(4096)), plan, 0, process)
         problems = next(iter(engine_share))
         own, samples = data._own_part(problems, [(p, j) for p in problems for j in range(data.group_size)])
         assert len(own) * world == data.prompts_per_step and samples == [(p, j) for p in own for j in range(16)]
         taken.append(own)
     assert sorted(p for own in taken for p in own) == sorted(
-        next(iter(PromptBatches(list(range(4096)), data.prompts_per_step, 0)))
+        next(iter(PromptBatches(list(range(4096)), BatchPlan(data.prompts_per_step, data.group_size), 0)))
     )
     assert trainer.num_devices % engine.tensor_parallel_size == 0  # a vLLM engine never spans two nodes
     checkpoints = [c for c in trainer.callbacks if type(c).__name__ == "ModelCheckpoint"]

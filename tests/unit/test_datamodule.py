@@ -5,22 +5,21 @@ from types import SimpleNamespace
 import lightning as L
 import pytest
 
+from stable_rl.batch_plan import BatchPlan
 from stable_rl.data import ReasoningGymPrompts, RolloutDataModule
 from stable_rl.rollout import HFEngine, VLLMEngine
 
 
-def trainer(module, rank: int = 0, world: int = 1, devices: int | None = None) -> SimpleNamespace:
-    """What the data module reads of Lightning's trainer; ``module``: a model path or a module stand-in."""
-    module = SimpleNamespace(model_path=module) if isinstance(module, str) else module
+def trainer(rank: int = 0, world: int = 1, devices: int | None = None) -> SimpleNamespace:
+    """What the data module reads of Lightning's trainer."""
     devices = world if devices is None else devices
-    return SimpleNamespace(
-        lightning_module=module, global_rank=rank, local_rank=rank % devices, world_size=world, num_devices=devices
-    )
+    return SimpleNamespace(global_rank=rank, local_rank=rank % devices, world_size=world, num_devices=devices)
 
 
 def data_module(tiny_model_path, **kwargs) -> RolloutDataModule:
-    data = RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=8, seed=3), prompts_per_step=2, **kwargs)
-    data.trainer = trainer(tiny_model_path)
+    kwargs.setdefault("prompts_per_step", 2)
+    data = RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=8, seed=3), model_path=tiny_model_path, **kwargs)
+    data.trainer = trainer()
     return data
 
 
@@ -61,8 +60,13 @@ def test_a_group_of_one_is_refused_when_configured():
 
 
 def test_fewer_problems_than_a_step_needs_is_refused(tiny_model_path):
-    data = RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=3, seed=3), engine=HFEngine(), prompts_per_step=4)
-    data.trainer = trainer(tiny_model_path)
+    data = RolloutDataModule(
+        ReasoningGymPrompts(["chain_sum"], size=3, seed=3),
+        engine=HFEngine(),
+        prompts_per_step=4,
+        model_path=tiny_model_path,
+    )
+    data.trainer = trainer()
     with pytest.raises(
         ValueError, match=r"3 problems is fewer than data.prompts_per_step=4: .* lower prompts_per_step"
     ):
@@ -77,7 +81,7 @@ def test_each_process_rolls_out_its_share_from_its_own_seed_stream(tiny_model_pa
     shares, seeds = [], []
     for rank in (0, 1):
         data = data_module(tiny_model_path, engine=HFEngine())
-        data.trainer = trainer(tiny_model_path, rank=rank, world=2)
+        data.trainer = trainer(rank=rank, world=2)
         data.setup("fit")
         shares += [p.prompt_ids for p in next(iter(data.train_dataloader()))]
         seeds.append(data.engine.base_seed)
@@ -89,20 +93,19 @@ def test_a_seed_set_by_hand_still_differs_between_processes(tiny_model_path):
     seeds = []
     for rank in (0, 1):
         data = data_module(tiny_model_path, engine=HFEngine(seed=3))
-        data.trainer = trainer(tiny_model_path, rank=rank, world=2)
+        data.trainer = trainer(rank=rank, world=2)
         data.setup("fit")
         seeds.append((data.engine.seed, data.engine.base_seed, data.engine.request_seed(5, 0, 8)))
     assert seeds[0][:2] == (3, 3) and seeds[1][:2] == (3, 3 + 7919) and seeds[0][2] != seeds[1][2]
 
 
 def test_a_mini_batch_the_processes_cannot_share_in_whole_groups_names_the_fix(tiny_model_path):
-    data = data_module(tiny_model_path, engine=HFEngine(), group_size=4)
-    module = SimpleNamespace(model_path=tiny_model_path, mini_batch_size=4)  # one group per update
-    data.trainer = trainer(module, world=2)
-    data.setup("fit")
+    data = data_module(tiny_model_path, engine=HFEngine(), group_size=4, mini_batch_size=4)  # one group per update
+    data.trainer = trainer(world=2)
     with pytest.raises(
         ValueError, match=r"mini_batch_size=4 responses cannot be shared by 2 processes .* multiple of 8"
     ):
+        data.setup("fit")  # the batch plan is validated once, before any dataloader
         data.train_dataloader()
 
 
@@ -110,13 +113,12 @@ def test_processes_sharing_a_tensor_parallel_engine_keep_their_own_share_of_its_
     """4 processes, vLLM engines of tensor_parallel_size 2 (processes 0-1 share one, 2-3 the other), N = 2
     mini-batches: an engine samples its pair's problems with one seed stream, and each process keeps
     the problems (and their G samples) it would have drawn with an engine of its own."""
-    module = SimpleNamespace(model_path=tiny_model_path, mini_batch_size=8)  # 4 prompts x 2 responses
     kept, expected, seeds = [], [], []
     for rank in range(4):
         for engine in (VLLMEngine(tensor_parallel_size=2), HFEngine()):
-            data = data_module(tiny_model_path, engine=engine, group_size=2)
-            data.prompts_per_step = 8
-            data.trainer = trainer(module, rank=rank, world=4)
+            # mini-batches of 4 prompts x 2 responses
+            data = data_module(tiny_model_path, engine=engine, group_size=2, prompts_per_step=8, mini_batch_size=8)
+            data.trainer = trainer(rank=rank, world=4)
             data.setup("fit")
             problems = next(iter(data.train_dataloader()))
             if isinstance(engine, HFEngine):
@@ -135,21 +137,20 @@ def test_processes_sharing_a_tensor_parallel_engine_keep_their_own_share_of_its_
 
 def test_processes_that_cannot_share_tensor_parallel_engines_are_refused():
     with pytest.raises(ValueError, match=r"3 data-parallel processes cannot share engines of tensor_parallel_size=2"):
-        VLLMEngine(tensor_parallel_size=2).place(0, 0, 3)
+        VLLMEngine(tensor_parallel_size=2).place(BatchPlan(6, 2, processes=3, tensor_parallel_size=2), 0, 0)
 
 
 def test_prompts_that_processes_sharing_an_engine_cannot_split_are_refused(tiny_model_path):
     """6 prompts for 4 processes, engines of 2: each engine's 3 prompts cannot be split in two."""
-    data = data_module(tiny_model_path, engine=VLLMEngine(tensor_parallel_size=2))
-    data.prompts_per_step = 6
-    data.trainer = trainer(tiny_model_path, world=4)
-    data.setup("fit")
+    data = data_module(tiny_model_path, engine=VLLMEngine(tensor_parallel_size=2), prompts_per_step=6)
+    data.trainer = trainer(world=4)
     with pytest.raises(ValueError, match=r"prompts_per_step=6 cannot be shared by 4 processes .* multiple of 4"):
+        data.setup("fit")  # the batch plan is validated once, before any dataloader
         data.train_dataloader()
 
 
 def test_an_engine_group_that_would_span_two_nodes_is_refused(tiny_model_path):
     data = data_module(tiny_model_path, engine=VLLMEngine(tensor_parallel_size=2))
-    data.trainer = trainer(tiny_model_path, world=3 * 2, devices=3)
+    data.trainer = trainer(world=3 * 2, devices=3)
     with pytest.raises(ValueError, match=r"would span two nodes of trainer.devices=3: choose a divisor"):
         data.setup("fit")

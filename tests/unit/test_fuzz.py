@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from stable_rl.data.verifier import MathVerifier, last_boxed
-from stable_rl.objectives import CISPO, GRPO, MiniRL
+from stable_rl.objectives import CISPO, GRPO, LossInputs, MiniRL
 
 MATHY = st.sampled_from(
     ["\\boxed{", "}", "{", "\\frac", "^", "10", "-", ".", "/", "\\sqrt", "$", "e", " ", "∞", "\x00"]
@@ -69,7 +69,7 @@ def test_objectives_give_finite_loss_and_gradients(seed, rows, length, spread, d
     mask = torch.rand(rows, length, generator=g) < 0.7
     mask[:, 0] = True
     advantages = advantage * (torch.rand(rows, generator=g, dtype=dtype) * 2 - 1)
-    out = objective(logprobs, old, rollout, advantages, mask)
+    out = objective(LossInputs(logprobs, old, rollout, advantages, mask))
     loss = out.token_loss.sum() / objective.normalizer(mask)
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(logprobs.grad).all()

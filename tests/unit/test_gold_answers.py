@@ -49,9 +49,10 @@ def test_the_data_module_loads_only_usable_problems(tmp_path, tiny_model_path, v
     rows = [{"prompt": f"What is {i} + 1?", "answer": str(i + 1)} for i in range(3)]
     rows.insert(1, {"prompt": "How big?", "answer": "(10^{100})!"})
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    data = RolloutDataModule(FilePrompts(str(path)), engine=HFEngine(), verifier=verifier, prompts_per_step=2)
+    data = RolloutDataModule(
+        FilePrompts(str(path)), engine=HFEngine(), verifier=verifier, prompts_per_step=2, model_path=tiny_model_path
+    )
     data.trainer = SimpleNamespace(
-        lightning_module=SimpleNamespace(model_path=tiny_model_path),
         global_rank=0,
         local_rank=0,
         world_size=1,

@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks import PolicyForwardCallback
 from stable_rl.module import PolicyModule
 from stable_rl.objectives import CISPO, MiniRL
@@ -339,3 +340,10 @@ def test_an_unwritable_checkpoint_or_log_directory_fails_before_the_first_rollou
     ):
         module.setup("fit")
     assert (tmp_path / "ok" / "checkpoints").is_dir()
+
+
+def test_a_batch_planned_with_other_sizes_than_the_modules_is_refused(tiny_model_path):
+    batch = fixed_batch(vocab=2048)
+    batch.plan = BatchPlan(2, 4, mini_batch_size=4)  # a data module not given the module's sizes
+    with pytest.raises(ValueError, match=r"planned mini_batch_size=4, .* the module has None, None: the stable-rl CLI"):
+        train_on(batch, PolicyModule(tiny_model_path), steps=1)

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from stable_rl.objectives import CISPO, GRPO, MiniRL, group_advantages
+from stable_rl.objectives import CISPO, GRPO, DrGRPO, LossInputs, MiniRL, group_advantages
 
 M, T, V = 6, 7, 5  # responses, positions, vocabulary
 
@@ -35,7 +35,7 @@ def make_case(seed: int, spread: float = 1.0):
 def vectorised(objective, logits, gather, old, mu, mask, rewards):
     logits = logits.clone().requires_grad_(True)
     adv = objective.advantages(rewards).reshape(-1)
-    out = objective(gather(logits), old, mu, adv, mask)
+    out = objective(LossInputs(gather(logits), old, mu, adv, mask))
     loss = out.token_loss.sum() / objective.normalizer(mask)
     loss.backward()
     return loss.detach(), logits.grad, out
@@ -123,7 +123,7 @@ def test_minirl_hand_worked_numbers():
     old = torch.tensor([[math.log(0.5), math.log(0.1)]])  # r = 1.0, 2.0 -> token 2 clipped (A > 0)
     mu = torch.tensor([[math.log(0.05), math.log(0.2)]])  # pi/mu = 10 -> truncated to 5; 1.0
     mask = torch.tensor([[True, True]])
-    out = MiniRL()(logprobs, old, mu, torch.tensor([0.5]), mask)
+    out = MiniRL()(LossInputs(logprobs, old, mu, torch.tensor([0.5]), mask))
     # token 1: -(5 * 0.5 * log 0.5); token 2 masked out
     expected = torch.tensor([[-(5 * 0.5 * math.log(0.5)), 0.0]])
     torch.testing.assert_close(out.token_loss.detach(), expected)
@@ -174,10 +174,44 @@ def test_baselines_match_reference(seed, objective, reference):
     assert out.token_metrics["clip_fraction"][mask].sum() > 0
 
 
+def reference_drgrpo(logits, gather, old, mask, rewards, eps_low, eps_high, max_tokens):
+    """-(1 / (M L_max)) sum_i sum_t min(r A_i, clip(r) A_i), A_i = R_i - group mean, one token at a time."""
+    logits = logits.clone().requires_grad_(True)
+    logp = gather(logits)
+    adv = (rewards - rewards.mean(-1, keepdim=True)).reshape(-1)  # no std division
+    total = 0.0
+    for i in range(M):
+        for t in range(int(mask[i].sum())):  # no 1/|y_i|
+            r = (logp[i, t] - old[i, t]).exp()
+            total = total + torch.minimum(r * adv[i], r.clamp(1 - eps_low, 1 + eps_high) * adv[i])
+    loss = -total / (M * max_tokens)
+    loss.backward()
+    return loss.detach(), logits.grad
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_drgrpo_matches_reference_with_a_constant_denominator(seed):
+    logits, gather, old, mu, mask, rewards = make_case(seed)
+    objective = DrGRPO(max_response_tokens=16)
+    loss, grad, out = vectorised(objective, logits, gather, old, mu, mask, rewards)
+    ref_loss, ref_grad = reference_drgrpo(logits, gather, old, mask, rewards, 0.2, 0.27, 16)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-12, atol=1e-12)
+    assert out.token_metrics["clip_fraction"][mask].sum() > 0
+    shorter = mask.clone()
+    shorter[:, -1] = False  # other lengths, the same denominator
+    assert objective.normalizer(shorter) == objective.normalizer(mask) == M * 16
+
+
+def test_drgrpo_without_a_generation_budget_is_refused():
+    with pytest.raises(ValueError, match=r"max_response_tokens=0: set it to the engine's max_new_tokens"):
+        DrGRPO(max_response_tokens=0)
+
+
 @pytest.mark.parametrize(
     "objective",
-    [MiniRL(), MiniRL(length_norm=True), GRPO(), CISPO()],
-    ids=["minirl", "length-norm", "grpo", "cispo"],
+    [MiniRL(), MiniRL(length_norm=True), GRPO(), CISPO(), DrGRPO(max_response_tokens=T + 3)],
+    ids=["minirl", "length-norm", "grpo", "cispo", "drgrpo"],
 )
 def test_micro_batch_split_does_not_change_the_gradient(objective):
     """Summing micro-batch losses, each over the mini-batch's one normaliser, equals the whole."""
@@ -187,7 +221,7 @@ def test_micro_batch_split_does_not_change_the_gradient(objective):
     adv = objective.advantages(rewards).reshape(-1)
     normalizer = objective.normalizer(mask)
     for rows in (slice(0, 1), slice(1, 4), slice(4, M)):
-        out = objective(gather(leaf)[rows], old[rows], mu[rows], adv[rows], mask[rows])
+        out = objective(LossInputs(gather(leaf)[rows], old[rows], mu[rows], adv[rows], mask[rows]))
         (out.token_loss.sum() / normalizer).backward()
     torch.testing.assert_close(leaf.grad, whole_grad, rtol=1e-12, atol=1e-12)
 

@@ -34,6 +34,9 @@ NOT_IN_REPO = {
     "data/aime25.jsonl": "an input the 30B recipe expects",
     "data/hmmt25.jsonl": "an input the 30B recipe expects",
     "recipes/nope.yaml": "a missing recipe, on purpose (tests/unit/test_sweep.py)",
+    "data/smollm2-135m-instruct": "built by data/make_smollm2.py (git-ignored)",
+    "data/smollm2-135m-moe": "built by data/make_smollm2_moe.py (git-ignored)",
+    "data/smollm2-135m-moe-sft": "exported by recipes/long/cold_start_sft_smollm2_moe.yaml (git-ignored)",
 }
 
 

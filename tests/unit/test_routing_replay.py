@@ -20,9 +20,9 @@ class Spy(MiniRL):
         super().__init__()
         self.logprobs = []
 
-    def __call__(self, logprobs, *args, **kwargs):
-        self.logprobs.append(logprobs.detach().clone())
-        return super().__call__(logprobs, *args, **kwargs)
+    def __call__(self, inputs):
+        self.logprobs.append(inputs.logprobs.detach().clone())
+        return super().__call__(inputs)
 
 
 class HandedRoutesR3(RoutingReplay):

@@ -70,8 +70,8 @@ def test_hf_export_refuses_a_target_it_would_wipe(tmp_path):
 
 @pytest.mark.parametrize("generator", ["basic_arithmetic", "chain_sum"])
 def test_sft_pairs_are_prompt_then_solution_then_eos(tiny_model_path, tokenizer, generator):
-    data = SFTDataModule(ReasoningGymPrompts([generator], size=8, seed=3, max_terms=2, max_digits=1), val_size=2)
-    data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model_path=tiny_model_path))
+    prompts = ReasoningGymPrompts([generator], size=8, seed=3, max_terms=2, max_digits=1)
+    data = SFTDataModule(prompts, val_size=2, model_path=tiny_model_path)
     data.setup("fit")
     prompt, response = data.pairs[0]
     text = tokenizer.decode(prompt + response)
@@ -85,8 +85,7 @@ def test_direct_fraction_answers_that_share_of_problems_with_the_boxed_answer_al
 
     def responses(fraction: float, seed: int = 0) -> list[str]:
         prompts = ReasoningGymPrompts(["chain_sum"], size=200, seed=3, max_terms=3, max_digits=2)
-        data = SFTDataModule(prompts, val_size=2, seed=seed, direct_fraction=fraction)
-        data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model_path=tiny_model_path))
+        data = SFTDataModule(prompts, val_size=2, seed=seed, direct_fraction=fraction, model_path=tiny_model_path)
         data.setup("fit")
         return [tokenizer.decode(response, skip_special_tokens=True) for _, response in data.pairs]
 
@@ -106,8 +105,7 @@ def test_unboxed_fraction_states_that_share_of_answers_without_the_box(tiny_mode
     prompts = ReasoningGymPrompts(["chain_sum"], size=200, seed=3, max_terms=3, max_digits=2)
 
     def responses(fraction: float) -> list[str]:
-        data = SFTDataModule(prompts, val_size=2, unboxed_fraction=fraction)
-        data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model_path=tiny_model_path))
+        data = SFTDataModule(prompts, val_size=2, unboxed_fraction=fraction, model_path=tiny_model_path)
         data.setup("fit")
         return [tokenizer.decode(response, skip_special_tokens=True) for _, response in data.pairs]
 
@@ -124,8 +122,7 @@ def test_unboxed_fraction_states_that_share_of_answers_without_the_box(tiny_mode
 
 def test_by_place_trains_on_the_place_value_solutions(tiny_model_path, tokenizer):
     prompts = ReasoningGymPrompts(["chain_sum"], size=8, seed=3, min_terms=6, max_terms=8, min_digits=2, max_digits=3)
-    data = SFTDataModule(prompts, val_size=2, by_place=True)
-    data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model_path=tiny_model_path))
+    data = SFTDataModule(prompts, val_size=2, by_place=True, model_path=tiny_model_path)
     data.setup("fit")
     responses = [tokenizer.decode(response, skip_special_tokens=True) for _, response in data.pairs]
     assert responses == [worked_solution(row, by_place=True) for row in prompts.rows()]

@@ -12,6 +12,7 @@ import pytest
 import torch
 from packaging.version import Version
 
+from stable_rl.batch_plan import BatchPlan
 from stable_rl.rollout import VLLMEngine
 from stable_rl.rollout.vllm_compat import (
     AliasedExpertsWarning,
@@ -95,7 +96,7 @@ def test_shared_engines_with_routes_need_routes_on_every_tensor_parallel_rank(on
         monkeypatch.delenv(name)
     for platform in (GPU_033, GPU_026, CPU_032):
         engine = VLLMEngine(tensor_parallel_size=2, return_routes=True)
-        engine.place(1, 1, 4)
+        engine.place(BatchPlan(4, 2, processes=4, tensor_parallel_size=2), 1, 1)
         if platform is GPU_033:
             with pytest.raises(ValueError, match=r"first tensor-parallel rank only.* tensor_parallel_size: 1"):
                 engine._options(platform, 128)

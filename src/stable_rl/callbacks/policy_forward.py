@@ -5,6 +5,8 @@ from typing import Literal
 
 import lightning as L
 
+from stable_rl.interfaces import TrainedPolicy
+
 # "old": the no-grad pi_old recompute (mini-batches 2..N); "update": a micro-batch of an update;
 # "first": a micro-batch of the first mini-batch's update, whose forward is also its pi_old pass
 Phase = Literal["old", "update", "first"]
@@ -12,8 +14,9 @@ Phase = Literal["old", "update", "first"]
 
 class PolicyForwardCallback(L.Callback):
     """A callback whose ``policy_forward`` context surrounds each forward (and backward) of the policy
-    inside ``PolicyModule.training_step``, e.g. to record or replay MoE routes."""
+    inside ``PolicyModule.training_step``, e.g. to record or replay MoE routes; it reads and logs only what
+    ``TrainedPolicy`` declares."""
 
-    def policy_forward(self, module: L.LightningModule, phase: Phase, batch) -> AbstractContextManager:
+    def policy_forward(self, module: TrainedPolicy, phase: Phase, batch) -> AbstractContextManager:
         """The context for one forward of ``batch`` (a ``RolloutBatch`` micro-batch) in ``phase``."""
         return nullcontext()

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
+from stable_rl.interfaces import TrainedPolicy, route_source, trained_policy
 from stable_rl.metrics import token_kl
 from stable_rl.routing import ROUTE_DTYPE, RouterHooks, routed_positions, routes_match
 
@@ -49,16 +50,17 @@ class RoutingReplay(PolicyForwardCallback):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if self.mode == "R3":
-            engine = getattr(trainer.datamodule, "engine", None)
-            if engine is None:
+            source = route_source(trainer)
+            if source is None:
                 raise ValueError(
                     "RoutingReplay(mode='R3') replays the rollout engine's routes: use a data module with a "
                     "rollout engine (stable_rl.data.RolloutDataModule), or mode 'R2'"
                 )
-            engine.enable_routes()
+            source.request_routes()
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.hooks = RouterHooks(pl_module.policy)  # a dense or unsupported model fails here
+        policy = trained_policy(pl_module, "RoutingReplay").policy
+        self.hooks = RouterHooks(policy)  # a dense or unsupported model fails here
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self.hooks = self.old_routes = self.replayed = None
@@ -83,7 +85,7 @@ class RoutingReplay(PolicyForwardCallback):
             )
 
     @contextmanager
-    def policy_forward(self, module: L.LightningModule, phase: Phase, batch) -> Iterator[None]:
+    def policy_forward(self, module: TrainedPolicy, phase: Phase, batch) -> Iterator[None]:
         """ "old": R2 records the routes, R3 replays the rollout's; "update": both replay; "first" (the
         first mini-batch, whose update forward is also its pi_old pass): R2 records (replaying pi_old's
         own routes changes nothing), R3 replays."""
@@ -109,7 +111,7 @@ class RoutingReplay(PolicyForwardCallback):
         if phase != "old":
             self._replayed(module, batch, routes, needed)
 
-    def _replayed(self, module, batch, routes: Tensor, needed: Tensor) -> None:
+    def _replayed(self, module: TrainedPolicy, batch, routes: Tensor, needed: Tensor) -> None:
         """An update ran on ``routes``: mark its rows, log how many the updated policy would route alike."""
         self.replayed[batch.row_index.cpu()] = True
         self._log_match(module, "update_agreement", self.hooks.own, routes, needed)
@@ -121,7 +123,7 @@ class RoutingReplay(PolicyForwardCallback):
         self.old_routes[rows.to(self.old_routes.device), : routes.shape[1]] = routes.to(ROUTE_DTYPE)
 
     @torch.no_grad()
-    def _diagnose(self, module, batch, needed: Tensor) -> None:
+    def _diagnose(self, module: TrainedPolicy, batch, needed: Tensor) -> None:
         """R3's view of the mismatch before replay: the training routers' own choice and log-probs."""
         with self.hooks.record(batch.input_ids):
             logprobs, _ = module.batch_logprobs(batch, entropy=False)
@@ -130,7 +132,7 @@ class RoutingReplay(PolicyForwardCallback):
         module.step_metrics.mean("kl_k3_no_replay", token_kl(batch.rollout_logprobs, logprobs), mask)
         self._log_match(module, "infer_agreement", self.hooks.own, batch.routes, needed)
 
-    def _log_match(self, module, name: str, own: Tensor, routes: Tensor, needed: Tensor) -> None:
+    def _log_match(self, module: TrainedPolicy, name: str, own: Tensor, routes: Tensor, needed: Tensor) -> None:
         """Agreement of two routings over the tokens that need a route, overall and per MoE layer."""
         same = routes_match(own, routes)[needed.to(own.device)]  # [tokens, layers]
         module.step_metrics.mean(f"routing/{name}", same)

@@ -18,11 +18,13 @@ from torch import Tensor
 from torch.utils.data import DataLoader, DistributedSampler
 from transformers import AutoConfig, AutoTokenizer
 
+from stable_rl.batch_plan import BatchPlan
 from stable_rl.data.gold_answers import usable_problems
-from stable_rl.data.prompt_batches import PromptBatches, share_of
+from stable_rl.data.prompt_batches import PromptBatches
 from stable_rl.data.prompts import Problem, PromptSource
 from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
+from stable_rl.interfaces import policy_weights
 from stable_rl.model_dir import check_tokenizer
 from stable_rl.padding import pad_id
 from stable_rl.rollout import EvalBatch, RolloutBatch, RolloutEngine, Sampling
@@ -53,6 +55,10 @@ class RolloutDataModule(L.LightningDataModule):
         eval_samples: samples per evaluation problem, n of avg@n (paper: 32).
         eval_sampling: how evaluation samples are drawn (default: the engine's training sampling).
         eval_prompts_per_batch: evaluation problems per engine call.
+        model_path: the policy's model directory (tokenizer, context, the engine's model); the CLI links it
+            from ``model.init_args.model_path``.
+        mini_batch_size: the policy's ``mini_batch_size``, linked by the CLI likewise.
+        micro_batch_size: the policy's ``micro_batch_size``, linked by the CLI likewise.
     """
 
     def __init__(
@@ -69,6 +75,9 @@ class RolloutDataModule(L.LightningDataModule):
         eval_samples: int = 4,
         eval_sampling: Sampling | None = None,
         eval_prompts_per_batch: int = 32,
+        model_path: str | None = None,
+        mini_batch_size: int | None = None,
+        micro_batch_size: int | None = None,
     ) -> None:
         super().__init__()
         for name, value in (
@@ -99,13 +108,12 @@ class RolloutDataModule(L.LightningDataModule):
         self.eval_samples = eval_samples
         self.eval_sampling = eval_sampling or engine.sampling
         self.eval_prompts_per_batch = eval_prompts_per_batch
+        self.model_path = model_path
+        self.mini_batch_size = mini_batch_size
+        self.micro_batch_size = micro_batch_size
+        self.plan: BatchPlan | None = None  # built by ``setup``, once the processes are known
         self.problems: list[EncodedProblem] = []
         self.eval_problems: dict[str, list[EncodedProblem]] = {}
-
-    @property
-    def global_batch_size(self) -> int:
-        """Responses per global step."""
-        return self.prompts_per_step * self.group_size
 
     def setup(self, stage: str) -> None:
         if self.seed is None:
@@ -113,15 +121,28 @@ class RolloutDataModule(L.LightningDataModule):
         if self.engine.seed is None:
             self.engine.seed = self.seed
         trainer = self.trainer
-        self.engine.place(trainer.global_rank, trainer.local_rank, trainer.world_size)  # its seed stream
-        if trainer.num_devices % self.engine.processes_per_engine:
-            raise ValueError(
-                f"vLLM engines shared by {self.engine.processes_per_engine} processes (tensor_parallel_size) would "
-                f"span two nodes of trainer.devices={trainer.num_devices}: choose a divisor of trainer.devices"
-            )
+        self.plan = BatchPlan(
+            self.prompts_per_step,
+            self.group_size,
+            self.mini_batch_size,
+            self.micro_batch_size,
+            trainer.world_size,
+            self.engine.tensor_parallel_size,
+            trainer.num_devices,
+        )
+        self.engine.place(self.plan, trainer.global_rank, trainer.local_rank)  # its seed stream
         if not self.problems:
-            self._check_context(self.trainer.lightning_module.model_path)
-            self._load_problems(self.trainer.lightning_module.model_path)
+            self._check_context(self._model_path)
+            self._load_problems(self._model_path)
+
+    @property
+    def _model_path(self) -> str:
+        if self.model_path is None:
+            raise ValueError(
+                "RolloutDataModule has no model_path: the stable-rl CLI links it from model.init_args.model_path; "
+                "in code, pass the policy's model_path to the data module"
+            )
+        return self.model_path
 
     @property
     def longest_response(self) -> int:
@@ -180,40 +201,18 @@ class RolloutDataModule(L.LightningDataModule):
     def train_dataloader(self) -> PromptBatches[EncodedProblem]:
         """Problems only (rollouts happen in ``on_before_batch_transfer``), resumable mid-epoch; each
         engine gets its share of every global batch (the shares of the processes sharing it)."""
-        world, shared = self.trainer.world_size, self.engine.processes_per_engine
-        blocks = self._mini_batches(world)
-        if shared > 1 and self.prompts_per_step % (blocks * world):
-            raise ValueError(
-                f"data.prompts_per_step={self.prompts_per_step} cannot be shared by {world} processes in each of "
-                f"its {blocks} mini-batch(es) (engines of tensor_parallel_size={shared} split their prompts among "
-                f"their processes): choose a multiple of {blocks * world}"
-            )
-        return PromptBatches(
-            self.problems,
-            self.prompts_per_step,
-            self.seed,
-            self.trainer.global_rank // shared,
-            world // shared,
-            blocks,
-        )
+        return PromptBatches(self.problems, self._plan, self.seed, self.trainer.global_rank)
 
-    def _mini_batches(self, processes: int) -> int:
-        """N, the policy's optimizer updates per global batch, when several processes share it (each then
-        takes its part of every mini-batch); 1 for one process."""
-        mini = getattr(self.trainer.lightning_module, "mini_batch_size", None)
-        if processes == 1 or mini is None:
-            return 1
-        if mini % (self.group_size * processes):
-            raise ValueError(
-                f"model.mini_batch_size={mini} responses cannot be shared by {processes} processes in whole groups of "
-                f"data.group_size={self.group_size}: choose a multiple of {self.group_size * processes}"
-            )
-        return self.global_batch_size // mini
+    @property
+    def _plan(self) -> BatchPlan:
+        if self.plan is None:
+            raise RuntimeError("RolloutDataModule.setup builds the batch plan: call it first")
+        return self.plan
 
     def val_dataloader(self) -> list[DataLoader]:
         """One per benchmark; processes sharing an engine get the same problems (their results count
         once per process, which leaves avg@n and pass@k as they are)."""
-        shared, world = self.engine.processes_per_engine, self.trainer.world_size
+        shared, world = self._plan.processes_per_engine, self.trainer.world_size
         loaders = []
         for problems in self.eval_problems.values():
             sampler = None
@@ -236,9 +235,9 @@ class RolloutDataModule(L.LightningDataModule):
         The engine starts here, at its first use (and again after a teardown), so callbacks' ``setup``
         can still configure it (e.g. Routing Replay R3 turns on ``return_routes``)."""
         if not self.engine.running:
-            self.engine.start(self.trainer.lightning_module.model_path, self.max_prompt_tokens + self.longest_response)
+            self.engine.start(self._model_path, self.max_prompt_tokens + self.longest_response)
         step = self.trainer.global_step
-        self.engine.sync(self.trainer.lightning_module.full_weights(), version=step)  # all processes at once
+        self.engine.sync(policy_weights(self.trainer).full_weights(), version=step)  # all processes at once
         return step
 
     def _rewards(self, problems: list[EncodedProblem], samples, per_problem: int) -> tuple[Tensor, int]:
@@ -283,18 +282,20 @@ class RolloutDataModule(L.LightningDataModule):
         )
         batch.timings = times
         batch.verifier_timeouts = timeouts
+        batch.plan = self.plan
         return batch
 
     def _own_part(self, problems: list[EncodedProblem], samples: list) -> tuple[list[EncodedProblem], list]:
         """This process's problems and samples of a rollout its engine made for the processes sharing it:
         its consecutive part of each of the N mini-batches' shares (as ``PromptBatches`` would give it)."""
-        shared = self.engine.processes_per_engine
-        if shared == 1:
+        if self._plan.processes_per_engine == 1:
             return problems, samples
-        blocks = self._mini_batches(self.trainer.world_size)
-        mine = share_of(len(problems), blocks, shared, self.trainer.global_rank % shared)
-        g = self.group_size
+        mine, g = self._plan.own_share(self.trainer.global_rank), self.group_size
         return [problems[i] for i in mine], [samples[i * g + j] for i in mine for j in range(g)]
+
+    def request_routes(self) -> None:
+        """Rollouts return each token's routed experts from now on (Routing Replay R3)."""
+        self.engine.enable_routes()
 
     def teardown(self, stage: str) -> None:
         self.engine.close()

@@ -5,14 +5,9 @@ from typing import Generic, TypeVar
 
 import torch
 
+from stable_rl.batch_plan import BatchPlan
+
 T = TypeVar("T")
-
-
-def share_of(total: int, blocks: int, parts: int, part: int) -> list[int]:
-    """Positions of share ``part`` of ``parts`` when ``total`` positions form ``blocks`` consecutive blocks
-    (mini-batches), each split into ``parts`` consecutive shares."""
-    block, share = total // blocks, total // (blocks * parts)
-    return [start + part * share + i for start in range(0, total, block) for i in range(share)]
 
 
 class PromptBatches(Generic[T]):
@@ -25,26 +20,18 @@ class PromptBatches(Generic[T]):
     every epoch start, so a resumed run draws the same problems at the same step as a run that never
     stopped.
 
-    Data-parallel: with ``num_replicas`` processes, every one walks the same global batches; a global
-    batch is ``blocks`` consecutive mini-batches and each process takes its consecutive share of every
-    one (``rank`` 0 the first), so its k-th local mini-batch is its part of the k-th global one, as in
-    a single process. Each problem's G responses stay on one rank, and a checkpoint resumes on any
-    number of processes.
+    Data-parallel: every process walks the same global batches of ``plan.prompts_per_step`` problems and
+    yields the share of them its engine samples (``BatchPlan.engine_share``: its consecutive share of
+    every mini-batch), so its k-th local mini-batch is its part of the k-th global one, as in a single
+    process. Each problem's G responses stay on one engine, and a checkpoint resumes on any number of
+    processes.
     """
 
-    def __init__(
-        self, items: Sequence[T], batch_size: int, seed: int, rank: int = 0, num_replicas: int = 1, blocks: int = 1
-    ) -> None:
-        if batch_size % (blocks * num_replicas):
-            raise ValueError(
-                f"data.prompts_per_step={batch_size} cannot be shared by {num_replicas} processes (trainer.devices x "
-                f"trainer.num_nodes) in each of its {blocks} mini-batch(es): choose a multiple of "
-                f"{blocks * num_replicas} (processes x mini-batches)"
-            )
+    def __init__(self, items: Sequence[T], plan: BatchPlan, seed: int, process: int = 0) -> None:
         self.items = items
-        self.batch_size = batch_size
+        self.batch_size = plan.prompts_per_step
         self.seed = seed
-        self.share = share_of(batch_size, blocks, num_replicas, rank)
+        self.share = plan.engine_share(process)
         self.epoch = 0
         self.consumed = 0  # batches of ``epoch`` already handed out
         self.lag = 0  # how many epochs Lightning's count is ahead of ``epoch`` (see ``set_epoch``)

@@ -1,18 +1,38 @@
 """The contract every objective follows: pure tensor functions behind a thin callable class.
 
-An objective maps the log-probs of one mini-batch to a per-token loss. The caller sums it and
-divides by a constant computed once over the whole mini-batch (``Objective.normalizer``), so
+An objective maps one micro-batch's ``LossInputs`` to a per-token loss. The caller sums it and
+divides by the objective's ``normalizer``, a constant computed once over the whole mini-batch, so
 the gradient does not depend on how the mini-batch is split into micro-batches.
 """
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import Tensor
 
 from stable_rl.objectives.advantages import group_advantages
+
+
+@dataclass(frozen=True)
+class LossInputs:
+    """The tensors of one micro-batch, position-aligned: ``[M, T]`` unless said otherwise.
+
+    Args:
+        logprobs: log pi_theta(y_t) of the sampled tokens, with gradient.
+        old_logprobs: log pi_old(y_t), recomputed by the training engine, no gradient.
+        rollout_logprobs: log mu_old(y_t), reported by the inference engine.
+        advantages: ``[M]`` one advantage per response, or ``[M, T]`` one per token.
+        response_mask: bool, True on response tokens.
+        ref_logprobs: log pi_ref(y_t) of a reference policy, for a KL-to-reference term; None: not computed.
+    """
+
+    logprobs: Tensor
+    old_logprobs: Tensor
+    rollout_logprobs: Tensor
+    advantages: Tensor
+    response_mask: Tensor
+    ref_logprobs: Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -28,42 +48,38 @@ class Objective(ABC):
 
     Args:
         std_normalize: divide group-baseline advantages by the group's reward std (GRPO-style).
-        normalize_by: the constant the summed token loss is divided by: the number of
-            ``"sequences"`` or of response ``"tokens"`` in the mini-batch.
     """
 
-    def __init__(self, std_normalize: bool, normalize_by: Literal["sequences", "tokens"]) -> None:
+    def __init__(self, std_normalize: bool) -> None:
         self.std_normalize = std_normalize
-        self.normalize_by = normalize_by
 
     def advantages(self, rewards: Tensor) -> Tensor:
         """Group-baseline advantages; ``rewards`` [P, G] (P prompts, G responses each) -> [P, G]."""
         return group_advantages(rewards, std_normalize=self.std_normalize)
 
+    @abstractmethod
     def normalizer(self, response_mask: Tensor) -> Tensor:
-        """The constant for a whole mini-batch; ``response_mask`` [M, T] bool -> scalar."""
-        if self.normalize_by == "sequences":
-            return torch.tensor(float(response_mask.shape[0]))
-        return response_mask.sum().clamp(min=1).float()
+        """The constant the summed token loss of a whole mini-batch is divided by; ``response_mask`` [M, T]
+        bool -> scalar."""
 
     @abstractmethod
-    def __call__(
-        self,
-        logprobs: Tensor,
-        old_logprobs: Tensor,
-        rollout_logprobs: Tensor,
-        advantages: Tensor,
-        response_mask: Tensor,
-    ) -> LossOutput:
-        """Per-token loss.
+    def __call__(self, inputs: LossInputs) -> LossOutput:
+        """Per-token loss of one micro-batch."""
 
-        Args:
-            logprobs: [M, T] log pi_theta(y_t) of the sampled tokens, with gradient.
-            old_logprobs: [M, T] log pi_old(y_t), recomputed by the training engine, no gradient.
-            rollout_logprobs: [M, T] log mu_old(y_t), reported by the inference engine.
-            advantages: [M] one advantage per response.
-            response_mask: [M, T] bool, True on response tokens.
-        """
+
+def per_token(advantages: Tensor) -> Tensor:
+    """Advantages [M] (one per response) as [M, 1], or [M, T] as they are: broadcastable over tokens."""
+    return advantages[:, None] if advantages.dim() == 1 else advantages
+
+
+def sequence_count(response_mask: Tensor) -> Tensor:
+    """The number of responses M; ``response_mask`` [M, T] -> scalar float."""
+    return torch.tensor(float(response_mask.shape[0]))
+
+
+def token_count(response_mask: Tensor) -> Tensor:
+    """The number of response tokens, at least 1; ``response_mask`` [M, T] -> scalar float."""
+    return response_mask.sum().clamp(min=1).float()
 
 
 def response_lengths(response_mask: Tensor) -> Tensor:

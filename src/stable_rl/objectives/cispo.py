@@ -9,7 +9,7 @@ token loss by the number of response tokens in the mini-batch.
 import torch
 from torch import Tensor
 
-from stable_rl.objectives.base import LossOutput, Objective
+from stable_rl.objectives.base import LossInputs, LossOutput, Objective, per_token, token_count
 
 
 def cispo_token_loss(
@@ -20,10 +20,10 @@ def cispo_token_loss(
     eps_low: float = 0.2,
     eps_high: float = 0.27,
 ) -> LossOutput:
-    """Negative of the CISPO summand per token; shapes as in ``Objective.__call__``."""
+    """Negative of the CISPO summand per token; shapes as in ``LossInputs``."""
     ratio = torch.exp(logprobs.detach() - old_logprobs)  # [M, T]
     weight = ratio.clamp(1 - eps_low, 1 + eps_high)  # [M, T], stop-gradient
-    token_loss = -(weight * advantages[:, None] * logprobs * response_mask)  # [M, T]
+    token_loss = -(weight * per_token(advantages) * logprobs * response_mask)  # [M, T]
     return LossOutput(
         token_loss=token_loss,
         token_metrics={"clip_fraction": ((weight != ratio) & response_mask).float()},
@@ -40,8 +40,14 @@ class CISPO(Objective):
     """
 
     def __init__(self, eps_low: float = 0.2, eps_high: float = 0.27, std_normalize: bool = True) -> None:
-        super().__init__(std_normalize=std_normalize, normalize_by="tokens")
+        super().__init__(std_normalize=std_normalize)
         self.eps_low, self.eps_high = eps_low, eps_high
 
-    def __call__(self, logprobs, old_logprobs, rollout_logprobs, advantages, response_mask) -> LossOutput:
-        return cispo_token_loss(logprobs, old_logprobs, advantages, response_mask, self.eps_low, self.eps_high)
+    def normalizer(self, response_mask: Tensor) -> Tensor:
+        """The number of response tokens (CISPO's 1 / sum_i |y_i|)."""
+        return token_count(response_mask)
+
+    def __call__(self, inputs: LossInputs) -> LossOutput:
+        return cispo_token_loss(
+            inputs.logprobs, inputs.old_logprobs, inputs.advantages, inputs.response_mask, self.eps_low, self.eps_high
+        )

@@ -14,7 +14,7 @@ import math
 import torch
 from torch import Tensor
 
-from stable_rl.objectives.base import LossOutput, Objective, response_lengths
+from stable_rl.objectives.base import LossInputs, LossOutput, Objective, per_token, response_lengths, sequence_count
 
 
 def decoupled_clip_mask(ratio: Tensor, advantages: Tensor, eps_low: float, eps_high: float) -> Tensor:
@@ -40,8 +40,8 @@ def minirl_token_loss(
     length_norm: bool = False,
     train_infer_is: bool = True,
 ) -> LossOutput:
-    """Negative of the Eq. 7 summand per token; shapes as in ``Objective.__call__``."""
-    advantages = advantages[:, None]  # [M, 1]
+    """Negative of the Eq. 7 summand per token; shapes as in ``LossInputs``."""
+    advantages = per_token(advantages)  # [M, 1] or [M, T]
     detached = logprobs.detach()  # [M, T]
     log_is = detached - rollout_logprobs  # [M, T] log pi_theta/mu_old
     is_weight = torch.exp(log_is.clamp(max=math.log(is_cap)))  # [M, T] = min(pi_theta/mu_old, C)
@@ -83,7 +83,7 @@ class MiniRL(Objective):
         length_norm: bool = False,
         train_infer_is: bool = True,
     ) -> None:
-        super().__init__(std_normalize=False, normalize_by="sequences")
+        super().__init__(std_normalize=False)
         self.is_cap = is_cap
         self.eps_low = eps_low
         self.eps_high = eps_high
@@ -91,13 +91,17 @@ class MiniRL(Objective):
         self.length_norm = length_norm
         self.train_infer_is = train_infer_is
 
-    def __call__(self, logprobs, old_logprobs, rollout_logprobs, advantages, response_mask) -> LossOutput:
+    def normalizer(self, response_mask: Tensor) -> Tensor:
+        """The number of responses (the expectation over x and y)."""
+        return sequence_count(response_mask)
+
+    def __call__(self, inputs: LossInputs) -> LossOutput:
         return minirl_token_loss(
-            logprobs,
-            old_logprobs,
-            rollout_logprobs,
-            advantages,
-            response_mask,
+            inputs.logprobs,
+            inputs.old_logprobs,
+            inputs.rollout_logprobs,
+            inputs.advantages,
+            inputs.response_mask,
             self.is_cap,
             self.eps_low,
             self.eps_high,

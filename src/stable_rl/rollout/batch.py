@@ -5,6 +5,7 @@ from dataclasses import dataclass, field, fields, replace
 import torch
 from torch import Tensor
 
+from stable_rl.batch_plan import BatchPlan
 from stable_rl.padding import right_pad
 from stable_rl.rollout.engine import Sample
 from stable_rl.routing.hooks import ROUTE_DTYPE
@@ -31,6 +32,9 @@ class RolloutBatch:
     row_index: Tensor | None = None  # [M] long: each row's number in the global batch (default 0..M-1)
     timings: dict[str, float] = field(default_factory=dict)  # seconds the data module spent per phase
     verifier_timeouts: int = 0  # responses that ran out of the verifier's time (scored 0)
+    # the global step's geometry, set by the data module (None: a batch made by hand); not a constructor
+    # argument, so Lightning's batch transfer passes it as it is, and ``rows()`` parts go without it
+    plan: BatchPlan | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         if self.row_index is None:

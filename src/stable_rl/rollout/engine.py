@@ -8,6 +8,8 @@ from typing import Literal
 import numpy as np
 from torch import Tensor
 
+from stable_rl.batch_plan import BatchPlan
+
 Dtype = Literal["float32", "bfloat16", "float16"]
 
 
@@ -132,16 +134,14 @@ class RolloutEngine(ABC):
             self.version = version
 
     rank = 0  # which of the data-parallel engines this is (set by ``place``)
+    processes_per_engine = 1  # consecutive processes sharing this engine, sampling the same prompts (``place``)
+    tensor_parallel_size = 1  # processes one engine spans in a data-parallel run (VLLMEngine: its setting)
 
-    def place(self, process: int, local_process: int, processes: int) -> None:
+    def place(self, plan: BatchPlan, process: int, local_process: int) -> None:
         """Data-parallel runs: this engine serves process ``process`` (``local_process`` on its node) of
-        ``processes``; by default each process has an engine of its own."""
-        self.rank = process
-
-    @property
-    def processes_per_engine(self) -> int:
-        """How many consecutive processes share this engine (and sample the same prompts together)."""
-        return 1
+        ``plan``, shared by ``plan.processes_per_engine`` consecutive processes."""
+        self.rank = plan.engine_rank(process)
+        self.processes_per_engine = plan.processes_per_engine
 
     @property
     def base_seed(self) -> int:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from torch import Tensor
 
+from stable_rl.batch_plan import BatchPlan
 from stable_rl.rng import preserved_rng
 from stable_rl.rollout.engine import Dtype, RolloutEngine, Sample, Sampling
 from stable_rl.rollout.vllm_compat import (
@@ -94,29 +95,20 @@ class VLLMEngine(RolloutEngine):
         self.prefix_caching = prefix_caching
         self.moe_layers: list[int] | None = None  # decoder layers whose route columns vLLM fills (GPU routes)
         self.platform: VLLMPlatform | None = None  # the installed vLLM, read at start
-        self.placement: tuple[int, int, int] = (0, 0, 1)  # (process, local process, processes)
+        self.placement: tuple[int, int] = (0, 0)  # (process, local process)
         self.llm: LLM | None = None
         self.capture: VLLMRouteCapture | None = None  # CPU route capture, when returning routes
 
-    def place(self, process: int, local_process: int, processes: int) -> None:
-        if processes > 1 and processes % self.tensor_parallel_size:
-            raise ValueError(
-                f"{processes} data-parallel processes cannot share engines of tensor_parallel_size="
-                f"{self.tensor_parallel_size}: choose a divisor of trainer.devices x trainer.num_nodes"
-            )
-        self.placement = (process, local_process, processes)
-        self.rank = process // self.processes_per_engine
-
-    @property
-    def processes_per_engine(self) -> int:
-        return self.tensor_parallel_size if self.placement[2] > 1 else 1
+    def place(self, plan: BatchPlan, process: int, local_process: int) -> None:
+        super().place(plan, process, local_process)
+        self.placement = (process, local_process)
 
     def _shared_options(self, platform: VLLMPlatform) -> dict:
         """vLLM's options for an engine shared by consecutive processes of a data-parallel run: its TP
         workers are those processes (``external_launcher``, reading RANK and LOCAL_RANK, LOCAL_RANK being the
         CUDA device its worker takes: the process's own); the other groups are independent engines (vLLM's
         "external data parallelism": no traffic between groups)."""
-        process, local_process, _ = self.placement
+        process, local_process = self.placement
         if not platform.cpu:
             import torch
 

@@ -46,6 +46,7 @@ class SFTDataModule(L.LightningDataModule):
             answers), the first thing RL on a real cold start usually fixes.
         by_place: place-value steps for arithmetic (``worked_solution(row, by_place=True)``): long solutions
             of easy steps, hundreds of tokens for a chain_sum of 6-8 terms.
+        model_path: the model whose tokenizer encodes the pairs; the CLI links it from ``model.init_args.model_path``.
     """
 
     def __init__(
@@ -58,6 +59,7 @@ class SFTDataModule(L.LightningDataModule):
         direct_fraction: float = 0.0,
         unboxed_fraction: float = 0.0,
         by_place: bool = False,
+        model_path: str | None = None,
     ) -> None:
         super().__init__()
         for name, value in (("direct_fraction", direct_fraction), ("unboxed_fraction", unboxed_fraction)):
@@ -71,13 +73,19 @@ class SFTDataModule(L.LightningDataModule):
         self.batch_size = batch_size
         self.val_size = val_size
         self.seed = seed
+        self.model_path = model_path
         self.pairs: list[tuple[list[int], list[int]]] = []
 
     def setup(self, stage: str) -> None:
         if self.pairs:
             return
-        check_tokenizer(self.trainer.lightning_module.model_path)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.trainer.lightning_module.model_path)
+        if self.model_path is None:
+            raise ValueError(
+                "SFTDataModule has no model_path (its tokenizer's): the stable-rl CLI links it from "
+                "model.init_args.model_path; in code, pass the module's model_path to the data module"
+            )
+        check_tokenizer(self.model_path)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         eos = self.tokenizer.eos_token_id
         style = random.Random(self.seed)
         for row in self.prompts.rows():

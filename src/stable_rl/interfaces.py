@@ -1,0 +1,63 @@
+"""What the Lightning components may ask of each other, declared: the data module of the policy module,
+callbacks of both. Shared settings travel by ``LightningCLI.link_arguments`` (``stable_rl.cli``); the
+lookups of ``trainer.lightning_module`` and ``trainer.datamodule`` are here and nowhere else."""
+
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+
+import lightning as L
+from torch import Tensor, nn
+
+from stable_rl.metrics import StepMetrics
+
+
+@runtime_checkable
+class PolicyWeights(Protocol):
+    """What a data module reads of the policy module: its current weights, to sync the rollout engine."""
+
+    def full_weights(self) -> Iterator[tuple[str, Tensor]]: ...
+
+
+@runtime_checkable
+class RouteSource(Protocol):
+    """What a callback may ask of the data module: rollouts that carry their routed experts."""
+
+    def request_routes(self) -> None: ...
+
+
+@runtime_checkable
+class TrainedPolicy(Protocol):
+    """What a callback may read of the policy module in a training step, and log into it (``step_metrics``
+    are logged as ``train/<name>`` at the end of the step)."""
+
+    policy: nn.Module
+    step_metrics: StepMetrics
+
+    def batch_logprobs(self, batch, entropy: bool = True) -> tuple[Tensor, Tensor | None]: ...
+
+
+def policy_weights(trainer: L.Trainer) -> PolicyWeights:
+    """The trainer's module, as a source of weights."""
+    module = trainer.lightning_module
+    if not isinstance(module, PolicyWeights):
+        raise TypeError(
+            f"{type(module).__name__} has no full_weights() to sync the rollout engine with: train a "
+            "stable_rl.module.PolicyModule"
+        )
+    return module
+
+
+def route_source(trainer: L.Trainer) -> RouteSource | None:
+    """The trainer's data module if it can return routes, else None."""
+    datamodule = getattr(trainer, "datamodule", None)
+    return datamodule if isinstance(datamodule, RouteSource) else None
+
+
+def trained_policy(module: L.LightningModule, who: str) -> TrainedPolicy:
+    """``module`` as a ``TrainedPolicy``, or a TypeError naming ``who`` needs one."""
+    if not isinstance(module, TrainedPolicy):
+        raise TypeError(
+            f"{who} wraps the forwards of a policy module (policy, step_metrics, batch_logprobs): train a "
+            f"stable_rl.module.PolicyModule, not a {type(module).__name__}"
+        )
+    return module
