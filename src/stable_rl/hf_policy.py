@@ -14,7 +14,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 from stable_rl.compat.lightning import attached_trainer
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.model_dir import check_model_dir
-from stable_rl.resume_settings import apply_configured_optimizer, configured_optimizer
+from stable_rl.resume_settings import apply_to_live_optimizer, check_optimizer_class, configured_optimizer
 from stable_rl.rng import rng_states, set_rng_states
 from stable_rl.rollout.engine import Dtype
 from stable_rl.sharding import is_sharded, shard
@@ -138,8 +138,18 @@ class HFPolicyModule(L.LightningModule):
         fitting = attached_trainer(self) is not None and self.trainer.state.fn == "fit"
         if "rng_states" in checkpoint and fitting:  # validating or testing a checkpoint leaves the RNG alone
             set_rng_states(checkpoint["rng_states"])
-        if fitting:  # before Lightning loads the optimizer state from the same dict
-            changes = apply_configured_optimizer(checkpoint, configured_optimizer(self.optimizer_factory))
+        if fitting:
+            check_optimizer_class(checkpoint, configured_optimizer(self.optimizer_factory))
+            self._resumed = True  # the configured optimizer settings are applied once the states are restored
+
+    def on_train_start(self) -> None:
+        """A resumed run trains with its own optimizer settings: every strategy has restored the checkpoint's
+        optimizer and scheduler states by now (FSDP2's without passing them through ``on_load_checkpoint``)."""
+        if getattr(self, "_resumed", False):
+            self._resumed = False
+            schedulers = [config.scheduler for config in self.trainer.lr_scheduler_configs]
+            configured = configured_optimizer(self.optimizer_factory)
+            changes = apply_to_live_optimizer(self.trainer.optimizers[0], schedulers, configured)
             if changes:
                 rank_zero_warn(
                     f"resumed with this run's optimizer settings, not the checkpoint's: {', '.join(changes)}"

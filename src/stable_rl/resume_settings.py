@@ -14,10 +14,8 @@ def configured_optimizer(factory) -> Optimizer:
     return factory([nn.Parameter(torch.zeros(1))])
 
 
-def apply_configured_optimizer(checkpoint: dict, configured: Optimizer) -> list[str]:
-    """Rewrite ``checkpoint``'s optimizer and scheduler states to the ``configured`` hyperparameters;
-    returns the changes ("lr 0.0005 -> 0.0001"). The learning rate is the schedule's base (``initial_lr``):
-    a scheduled rate is rescaled by new/old base, so the schedule goes on from the new base."""
+def check_optimizer_class(checkpoint: dict, configured: Optimizer) -> None:
+    """Refuse a checkpoint of another optimizer class (its state would be loaded into the wrong optimizer)."""
     saved = checkpoint.get("optimizer_class")
     mine = type(configured).__qualname__
     if saved is not None and saved != mine:
@@ -25,6 +23,13 @@ def apply_configured_optimizer(checkpoint: dict, configured: Optimizer) -> list[
             f"the checkpoint was trained with {saved}, this run's model.optimizer is {mine}: its state cannot "
             f"carry over. Resume with {saved}, or start a new run from the checkpoint's weights"
         )
+
+
+def apply_configured_optimizer(checkpoint: dict, configured: Optimizer) -> list[str]:
+    """Rewrite ``checkpoint``'s optimizer and scheduler states to the ``configured`` hyperparameters;
+    returns the changes ("lr 0.0005 -> 0.0001"). The learning rate is the schedule's base (``initial_lr``):
+    a scheduled rate is rescaled by new/old base, so the schedule goes on from the new base."""
+    check_optimizer_class(checkpoint, configured)
     new_lr, changes, scale = configured.defaults["lr"], set(), 1.0
     for state in checkpoint.get("optimizer_states", []):
         for group in state["param_groups"]:
@@ -45,6 +50,17 @@ def apply_configured_optimizer(checkpoint: dict, configured: Optimizer) -> list[
         if "_last_lr" in scheduler:
             scheduler["_last_lr"] = [lr * scale for lr in scheduler["_last_lr"]]
     return sorted(changes)
+
+
+def apply_to_live_optimizer(optimizer: Optimizer, schedulers: list, configured: Optimizer) -> list[str]:
+    """``apply_configured_optimizer`` on an optimizer and schedulers that hold their restored states already, as
+    every strategy leaves them once training starts (FSDP2's loads a sharded checkpoint's states straight into
+    them, not through the checkpoint dict). Their param groups and scheduler attributes are rewritten in place."""
+    live = {
+        "optimizer_states": [{"param_groups": optimizer.param_groups}],
+        "lr_schedulers": [vars(s) for s in schedulers],
+    }
+    return apply_configured_optimizer(live, configured)
 
 
 def describe(objective) -> dict:

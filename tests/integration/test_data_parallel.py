@@ -131,7 +131,9 @@ def test_the_quickstart_trains_with_two_processes_each_with_its_vllm_engine(tmp_
 def test_fsdp2_quickstart_resumes_exactly_from_its_sharded_checkpoint(tmp_path):
     """FSDP2 (weights, gradients and optimizer state sharded over 2 processes): a run stopped by max_steps
     after 2 steps and resumed from its sharded ``last.ckpt`` (one shard file per process) logs the third
-    step exactly as a run of 3 steps, and ends with the same weights."""
+    step exactly as a run of 3 steps, and ends with the same weights. Resumed with a lower learning rate, it
+    trains at that rate (the strategy loads the sharded optimizer state straight into the optimizer: the
+    configured settings are applied to it once training starts)."""
     fsdp2 = "--trainer.strategy.class_path=stable_rl.strategies.FSDP2Strategy"
     whole = quickstart(tmp_path / "whole", fsdp2, "--trainer.max_steps=3")
     stopped = quickstart(tmp_path / "resumed", fsdp2, "--trainer.max_steps=2")
@@ -149,6 +151,12 @@ def test_fsdp2_quickstart_resumes_exactly_from_its_sharded_checkpoint(tmp_path):
     for name, weight in weights[0].items():
         assert torch.equal(weights[1][name], weight), name
     assert not list((resumed / "checkpoints").glob(".*"))  # no staging directory left
+    lr_monitor = "--trainer.callbacks+=lightning.pytorch.callbacks.LearningRateMonitor"
+    slower = quickstart(
+        tmp_path / "slower", fsdp2, "--trainer.max_steps=3", f"--ckpt_path={checkpoint}", lr_monitor,
+        "--model.init_args.optimizer.init_args.lr=5e-5",
+    )  # fmt: skip
+    assert {step: float(row["lr-AdamW"]) for step, row in train_rows(slower, "lr-AdamW").items()} == {"2": 5e-5}
 
 
 @pytest.mark.vllm

@@ -7,7 +7,7 @@ from test_module import fixed_batch, train_on
 
 from stable_rl.module import PolicyModule
 from stable_rl.objectives import MiniRL
-from stable_rl.resume_settings import apply_configured_optimizer, configured_optimizer
+from stable_rl.resume_settings import apply_configured_optimizer, apply_to_live_optimizer, configured_optimizer
 
 GAMMA = 2 ** (1 / 20)
 
@@ -44,6 +44,30 @@ def test_a_new_learning_rate_applies_and_the_schedule_goes_on_from_it():
     scheduler.step()
     assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-4 * GAMMA**4, rel=1e-12)
     assert scheduler.base_lrs == [1e-4]
+
+
+def test_a_restored_optimizer_takes_the_new_settings_in_place():
+    """As at the start of a resumed FSDP2 run, whose strategy loaded the sharded states into the optimizer and
+    scheduler directly: the same rewrite, on the live objects; applied twice, the second changes nothing."""
+    checkpoint = saved_state(lr=5e-4, steps=3)
+    weight = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.AdamW([weight], lr=5e-4, weight_decay=0.0)
+    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=GAMMA)
+    optimizer.load_state_dict(checkpoint["optimizer_states"][0])
+    scheduler.load_state_dict(checkpoint["lr_schedulers"][0])
+    configured = configured_optimizer(lambda p: torch.optim.AdamW(p, lr=1e-4, weight_decay=0.01))
+    assert apply_to_live_optimizer(optimizer, [scheduler], configured) == [
+        "lr 0.0005 -> 0.0001",
+        "weight_decay 0.0 -> 0.01",
+    ]
+    assert apply_to_live_optimizer(optimizer, [scheduler], configured) == []
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-4 * GAMMA**3, rel=1e-12)
+    assert optimizer.param_groups[0]["weight_decay"] == 0.01 and len(optimizer.state[weight]) == 3
+    weight.sum().backward()
+    optimizer.step()
+    scheduler.step()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-4 * GAMMA**4, rel=1e-12)
+    assert scheduler.base_lrs == [1e-4] and scheduler.get_last_lr() == [optimizer.param_groups[0]["lr"]]
 
 
 def test_other_hyperparameters_apply_too_and_no_change_changes_nothing():
