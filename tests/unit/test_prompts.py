@@ -137,8 +137,14 @@ def refusal(path) -> str:
             "quotes (an unclosed quote runs a field on to the end of the file) or shorten the field",
         ),
         ("p.jsonl", b"\n  \n\n", "prompt file {path} has no rows: give it at least one prompt/answer"),
+        (
+            "p.json",
+            b"[" * 100_000 + b"]" * 100_000,
+            "prompt file {path} from line 1 nests its JSON deeper than the reader can follow: a row is one object "
+            '{{"prompt": ..., "answer": ...}} of text values; fix the nesting',
+        ),
     ],
-    ids=["not-utf8", "bad-jsonl-line", "bad-json", "csv-unclosed-quote", "blank-lines"],
+    ids=["not-utf8", "bad-jsonl-line", "bad-json", "csv-unclosed-quote", "blank-lines", "nested-too-deep"],
 )
 def test_a_file_that_cannot_be_read_names_the_line_and_the_fix(tmp_path, name, content, message):
     path = tmp_path / name

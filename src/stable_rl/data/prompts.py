@@ -189,6 +189,11 @@ def _json(text: str, first_line: int, path: Path):
             f"line {first_line + error.lineno - 1} of prompt file {path} is not valid JSON ({error.msg}, column "
             f"{error.colno}): fix that line"
         ) from None
+    except RecursionError:
+        raise ValueError(
+            f"prompt file {path} from line {first_line} nests its JSON deeper than the reader can follow: a row is "
+            'one object {"prompt": ..., "answer": ...} of text values; fix the nesting'
+        ) from None
 
 
 def _text(value, where: str) -> str:
