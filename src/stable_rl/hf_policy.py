@@ -12,11 +12,11 @@ from torch.distributed.tensor import DTensor
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from stable_rl.compat.lightning import attached_trainer
+from stable_rl.dtypes import Dtype
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.model_dir import check_model_dir
 from stable_rl.resume_settings import apply_to_live_optimizer, check_optimizer_class, configured_optimizer
 from stable_rl.rng import rng_states, set_rng_states
-from stable_rl.rollout.engine import Dtype
 from stable_rl.sharding import is_sharded, shard
 
 

@@ -31,8 +31,9 @@ from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.checkpoint_io import check_writable
 from stable_rl.compat.lightning import attached_trainer, count_skipped_optimizer_step
+from stable_rl.dtypes import Dtype
 from stable_rl.health import PARTS, health_metrics
-from stable_rl.hf_policy import Dtype, HFPolicyModule
+from stable_rl.hf_policy import HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_kl
 from stable_rl.objectives import LossInputs, MiniRL, Objective
 from stable_rl.resume_settings import describe

@@ -3,14 +3,12 @@
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from torch import Tensor
 
 from stable_rl.batch_plan import BatchPlan
-
-Dtype = Literal["float32", "bfloat16", "float16"]
+from stable_rl.dtypes import Dtype
 
 
 @dataclass(frozen=True)

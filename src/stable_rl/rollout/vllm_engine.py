@@ -12,8 +12,9 @@ import numpy as np
 from torch import Tensor
 
 from stable_rl.batch_plan import BatchPlan
+from stable_rl.dtypes import Dtype
 from stable_rl.rng import preserved_rng
-from stable_rl.rollout.engine import Dtype, RolloutEngine, Sample, Sampling
+from stable_rl.rollout.engine import RolloutEngine, Sample, Sampling
 from stable_rl.rollout.vllm_compat import (
     SUPPORTED,
     VLLMPlatform,
