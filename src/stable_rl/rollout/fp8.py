@@ -16,6 +16,7 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from stable_rl.rollout.low_precision import FORMATS, round_kv_fp8
+from stable_rl.routing.families import is_router_weight
 
 FP8_KV_ATTENTION = "sdpa_fp8_kv"  # transformers' sdpa attention over e4m3-rounded keys and values
 
@@ -28,7 +29,7 @@ def quantize_weights_(model: nn.Module, quantization: str = "fp8_per_channel", r
     skip = {id(model.get_input_embeddings().weight), id(model.get_output_embeddings().weight)}
     count = 0
     for name, parameter in model.named_parameters():
-        if parameter.ndim >= 2 and id(parameter) not in skip and (router or not _is_router(name)):
+        if parameter.ndim >= 2 and id(parameter) not in skip and (router or not is_router_weight(name)):
             parameter.copy_(round_weight(parameter))
             count += 1
     return count
@@ -64,11 +65,6 @@ AttentionMaskInterface.register(FP8_KV_ATTENTION, sdpa_mask)  # the masks sdpa g
 
 
 def _input_is_rounded(name: str, module: nn.Module, router: bool) -> bool:
-    if _is_router(f"{name}.weight"):
+    if is_router_weight(f"{name}.weight"):
         return router
     return isinstance(module, nn.Linear) or type(module).__name__.endswith("Experts")
-
-
-def _is_router(parameter_name: str) -> bool:
-    """MoE router weights (``mlp.gate``, Mixtral's ``block_sparse_moe.gate``, Qwen2-MoE's shared-expert gate)."""
-    return parameter_name.split(".")[-2:-1] in (["gate"], ["shared_expert_gate"])

@@ -50,6 +50,12 @@ FAMILIES = {
 }
 
 
+def is_router_weight(parameter_name: str) -> bool:
+    """Whether a parameter (by its HF name) is an MoE router's weight: ``mlp.gate``, Mixtral's
+    ``block_sparse_moe.gate``, Qwen2-MoE's shared-expert gate (what vLLM's FP8 keeps in 16 bits)."""
+    return parameter_name.split(".")[-2:-1] in (["gate"], ["shared_expert_gate"])
+
+
 def moe_routers(model: nn.Module) -> tuple[RouterFamily, list[nn.Module]]:
     """The model's family adapter and its routers in layer order (one per MoE layer).
 
