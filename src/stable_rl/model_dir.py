@@ -9,7 +9,7 @@ tokens), a tokenizer of another model only once one of its ids beyond the embedd
 
 from pathlib import Path
 
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")  # any one: fast, sentencepiece, BPE
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout of an editable install, whose recipes use data/
@@ -23,20 +23,22 @@ def check_model_dir(model_path: str) -> None:
         _check_hub_name(model_path)
 
 
-def check_tokenizer(model_path: str) -> None:
-    """``check_model_dir``, then refuse a model directory without tokenizer files, and a tokenizer with ids beyond
-    the model's vocabulary."""
+def checked_tokenizer(model_path: str) -> PreTrainedTokenizerBase:
+    """The model's tokenizer, after ``check_model_dir``; refuses a model directory without tokenizer files, and a
+    tokenizer with ids beyond the model's vocabulary."""
     check_model_dir(model_path)
     if Path(model_path).is_dir():
         _check_files(model_path, TOKENIZER_FILES)
     vocab_size = getattr(AutoConfig.from_pretrained(model_path).get_text_config(), "vocab_size", None)
-    largest_id = max(AutoTokenizer.from_pretrained(model_path).get_vocab().values())
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    largest_id = max(tokenizer.get_vocab().values())
     if vocab_size is not None and largest_id >= vocab_size:
         raise ValueError(
             f"the tokenizer of {model_path} has ids up to {largest_id}, beyond the model's vocabulary of {vocab_size} "
             "(vocab_size in its config.json): a tokenizer of another model? Use the tokenizer the model was trained "
             "with, or resize the model's embeddings to the tokenizer (resize_token_embeddings, then save_pretrained)"
         )
+    return tokenizer
 
 
 def _check_files(model_path: str, names: tuple[str, ...]) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stable_rl.model_dir import check_model_dir, check_tokenizer
+from stable_rl.model_dir import check_model_dir, checked_tokenizer
 from stable_rl.module import PolicyModule
 
 
@@ -45,7 +45,7 @@ def test_a_relative_path_of_the_checkout_run_from_elsewhere_says_where_it_exists
 def tokenizer_refusal(model_path) -> str:
     """The message of checking the tokenizer of ``model_path`` (what the data modules do before loading it)."""
     with pytest.raises((FileNotFoundError, ValueError)) as caught:
-        check_tokenizer(str(model_path))
+        checked_tokenizer(str(model_path))
     return str(caught.value)
 
 
@@ -82,4 +82,4 @@ def test_a_tokenizer_beyond_the_models_vocabulary_is_refused(tiny_model_path, tm
 
 def test_the_shipped_model_passes(tiny_model_path):
     check_model_dir(tiny_model_path)
-    check_tokenizer(tiny_model_path)
+    checked_tokenizer(tiny_model_path)

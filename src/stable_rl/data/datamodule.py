@@ -16,7 +16,7 @@ import lightning as L
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, DistributedSampler
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoConfig
 
 from stable_rl.batch_plan import BatchPlan
 from stable_rl.data.gold_answers import usable_problems
@@ -25,7 +25,7 @@ from stable_rl.data.prompts import Problem, PromptSource
 from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
 from stable_rl.interfaces import policy_weights
-from stable_rl.model_dir import check_tokenizer
+from stable_rl.model_dir import checked_tokenizer
 from stable_rl.padding import pad_id
 from stable_rl.rollout import EvalBatch, RolloutBatch, RolloutEngine, Sampling
 from stable_rl.timing import timed
@@ -162,8 +162,7 @@ class RolloutDataModule(L.LightningDataModule):
     def _load_problems(self, model_path: str) -> None:
         """Tokenize the training problems and the benchmarks (minus training questions), each without the
         problems whose gold answer math-verify cannot use."""
-        check_tokenizer(model_path)
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.tokenizer = checked_tokenizer(model_path)
         training = self._usable(self.prompts, "data.prompts")
         self.problems = [self._encode(p.question, p.answer) for p in training]
         if len(self.problems) < self.prompts_per_step:
@@ -261,7 +260,7 @@ class RolloutDataModule(L.LightningDataModule):
     @torch.no_grad()
     def rollout(self, problems: list[EncodedProblem]) -> RolloutBatch:
         """Sync the engine to the current policy, sample G responses per problem, verify them; the
-        batch carries the seconds each phase took (``time/sync``, ``time/rollout``, ``time/reward``)."""
+        batch carries the seconds each phase took (``time/sync``, ``time/rollout``, ``time/sleep``, ``time/reward``)."""
         times: dict[str, float] = {}
         with timed(times, "sync"):
             step = self._sync()

@@ -7,12 +7,11 @@ import lightning as L
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
-from transformers import AutoTokenizer
 
 from stable_rl.data.prompts import ReasoningGymPrompts
 from stable_rl.data.solutions import worked_solution
 from stable_rl.data.template import PromptTemplate
-from stable_rl.model_dir import check_tokenizer
+from stable_rl.model_dir import checked_tokenizer
 from stable_rl.padding import pad_id, right_pad
 
 
@@ -84,8 +83,7 @@ class SFTDataModule(L.LightningDataModule):
                 "SFTDataModule has no model_path (its tokenizer's): the stable-rl CLI links it from "
                 "model.init_args.model_path; in code, pass the module's model_path to the data module"
             )
-        check_tokenizer(self.model_path)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.tokenizer = checked_tokenizer(self.model_path)
         eos = self.tokenizer.eos_token_id
         style = random.Random(self.seed)
         for row in self.prompts.rows():
