@@ -66,6 +66,7 @@ class HFPolicyModule(L.LightningModule):
         self.dtype_name = dtype
         self.logprob_chunk_size = logprob_chunk_size
         self.policy: PreTrainedModel | None = None
+        self._resumed = False  # set by on_load_checkpoint: on_train_start applies the configured optimizer settings
 
     def configure_model(self) -> None:
         sharded = self.device_mesh is not None  # ModelParallelStrategy: FSDP2
@@ -140,12 +141,12 @@ class HFPolicyModule(L.LightningModule):
             set_rng_states(checkpoint["rng_states"])
         if fitting:
             check_optimizer_class(checkpoint, configured_optimizer(self.optimizer_factory))
-            self._resumed = True  # the configured optimizer settings are applied once the states are restored
+            self._resumed = True
 
     def on_train_start(self) -> None:
         """A resumed run trains with its own optimizer settings: every strategy has restored the checkpoint's
         optimizer and scheduler states by now (FSDP2's without passing them through ``on_load_checkpoint``)."""
-        if getattr(self, "_resumed", False):
+        if self._resumed:
             self._resumed = False
             schedulers = [config.scheduler for config in self.trainer.lr_scheduler_configs]
             configured = configured_optimizer(self.optimizer_factory)

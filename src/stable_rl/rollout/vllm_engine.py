@@ -46,7 +46,7 @@ class VLLMEngine(RolloutEngine):
             when no byte budget is set; the rest is the training's. vLLM also requires that much of the GPU
             free when it starts, with a byte budget too.
         enforce_eager: skip CUDA graphs / graph compilation; None: eager on CPU (starts in ~2 s there, and
-            its route capture needs it), CUDA graphs on GPUs (decoding ~2.8x faster, RESULTS.md).
+            its route capture needs it), CUDA graphs on GPUs (faster decoding).
         sleep_mode: free the engine's GPU memory, KV cache and weights (vLLM's sleep level 2), after every
             training rollout, so that the update has it; the next weight sync wakes the engine and loads
             every weight anew (it would load them anyway: they changed). None: on GPUs; CPU has no sleep mode.
@@ -283,10 +283,17 @@ class VLLMEngine(RolloutEngine):
             self.llm.sleep(level=2)
             self.asleep, self.version = True, None  # no weights held: the next sync loads them all
 
+    def _wake(self, *tags: str) -> None:
+        """Map the memory of ``tags`` again, after PyTorch's caching allocator returns the blocks it keeps unused
+        (the update's) to the device for vLLM to map."""
+        import torch
+
+        torch.cuda.empty_cache()
+        self.llm.wake_up(tags=list(tags))
+
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         if self.asleep:
-            _give_cached_memory_back()  # the update's freed blocks, kept by PyTorch's allocator
-            self.llm.wake_up(tags=["weights"])  # the weights' memory (contents undefined) and the buffers
+            self._wake("weights")  # the weights' memory (contents undefined) and the buffers
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(named_tensors)})
         if self.platform.cpu:
             self.llm.apply_model(_repack_cpu_experts)
@@ -346,8 +353,7 @@ class VLLMEngine(RolloutEngine):
         asleep is woken first: vLLM 0.26 frees a sleeping allocation by unmapping it again, which CUDA refuses
         ("CUDA Error: invalid argument" from its allocator, seen at the end of a run on an H200)."""
         if self.asleep:
-            _give_cached_memory_back()
-            self.llm.wake_up(tags=["weights", "kv_cache"])
+            self._wake("weights", "kv_cache")
         llm, self.llm, self.capture, self.version, self.asleep = self.llm, None, None, None, False
         if llm is not None:
             shut_down(llm)
@@ -370,13 +376,6 @@ def kept_cuda_device() -> Iterator[None]:
     finally:
         if device is not None:
             torch.cuda.set_device(device)
-
-
-def _give_cached_memory_back() -> None:
-    """Return the memory PyTorch's caching allocator holds unused to the device, for vLLM to map."""
-    import torch
-
-    torch.cuda.empty_cache()
 
 
 def _start_failure(model_path: str, max_model_len: int, error: Exception) -> Exception:
