@@ -209,15 +209,17 @@ def test_close_frees_the_gpu_memory_for_the_next_engine(tiny_model_path, tokeniz
     tests turn sleep mode off: their engines live side by side.)"""
     free_before = torch.cuda.mem_get_info()[0]
     engine = VLLMEngine(max_new_tokens=16, dtype="bfloat16", gpu_memory_utilization=0.15)
-    engine.start(tiny_model_path, max_model_len=128)
-    held = free_before - torch.cuda.mem_get_info()[0]
-    engine.close()
-    left = free_before - torch.cuda.mem_get_info()[0]
-    print(f"engine held {held / 2**30:.2f} GiB; after close {left / 2**30:.2f} GiB")
-    assert held > 5 * 2**30 and left < 0.5 * 2**30
-    engine.start(tiny_model_path, max_model_len=128)
-    assert len(engine.generate(prompts(tokenizer), group_size=2, step=0)) == 6
-    engine.close()
+    try:
+        engine.start(tiny_model_path, max_model_len=128)
+        held = free_before - torch.cuda.mem_get_info()[0]
+        engine.close()
+        left = free_before - torch.cuda.mem_get_info()[0]
+        print(f"engine held {held / 2**30:.2f} GiB; after close {left / 2**30:.2f} GiB")
+        assert held > 5 * 2**30 and left < 0.5 * 2**30
+        engine.start(tiny_model_path, max_model_len=128)
+        assert len(engine.generate(prompts(tokenizer), group_size=2, step=0)) == 6
+    finally:  # a failure here must not leave a sleep-mode engine for the next test
+        engine.close()
 
 
 def test_a_sleeping_engine_frees_its_memory_and_samples_as_if_it_never_slept(tiny_model_path, tokenizer):
@@ -227,17 +229,19 @@ def test_a_sleeping_engine_frees_its_memory_and_samples_as_if_it_never_slept(tin
     engine = VLLMEngine(
         max_new_tokens=32, dtype="bfloat16", seed=7, gpu_memory_utilization=0.15, sleep_mode=True, return_routes=True
     )
-    engine.start(tiny_model_path, max_model_len=128)
-    model = policy(tiny_model_path, dtype=torch.bfloat16)
-    perturb_(model, seed=4)
-    engine.sync(model.state_dict().items(), version=1)
-    awake = engine.generate(prompts(tokenizer), group_size=3, step=1)
-    free_awake = torch.cuda.mem_get_info()[0]
-    engine.sleep()
-    freed = torch.cuda.mem_get_info()[0] - free_awake
-    engine.sync(model.state_dict().items(), version=1)
-    woken = engine.generate(prompts(tokenizer), group_size=3, step=1)
-    engine.close()
+    try:
+        engine.start(tiny_model_path, max_model_len=128)
+        model = policy(tiny_model_path, dtype=torch.bfloat16)
+        perturb_(model, seed=4)
+        engine.sync(model.state_dict().items(), version=1)
+        awake = engine.generate(prompts(tokenizer), group_size=3, step=1)
+        free_awake = torch.cuda.mem_get_info()[0]
+        engine.sleep()
+        freed = torch.cuda.mem_get_info()[0] - free_awake
+        engine.sync(model.state_dict().items(), version=1)
+        woken = engine.generate(prompts(tokenizer), group_size=3, step=1)
+    finally:
+        engine.close()
     print(f"sleep freed {freed / 2**30:.2f} GiB")
     assert freed > 5 * 2**30  # the KV cache of gpu_memory_utilization 0.15 (~12 GiB), and the weights
     assert [s.response_ids for s in woken] == [s.response_ids for s in awake]
