@@ -3,7 +3,7 @@ callbacks of both. Shared settings travel by ``LightningCLI.link_arguments`` (``
 lookups of ``trainer.lightning_module`` and ``trainer.datamodule`` are here and nowhere else."""
 
 from collections.abc import Iterator
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import lightning as L
 from torch import Tensor, nn
@@ -11,21 +11,18 @@ from torch import Tensor, nn
 from stable_rl.metrics import StepMetrics
 
 
-@runtime_checkable
 class PolicyWeights(Protocol):
     """What a data module reads of the policy module: its current weights, to sync the rollout engine."""
 
     def full_weights(self) -> Iterator[tuple[str, Tensor]]: ...
 
 
-@runtime_checkable
 class RouteSource(Protocol):
     """What a callback may ask of the data module: rollouts that carry their routed experts."""
 
     def request_routes(self) -> None: ...
 
 
-@runtime_checkable
 class TrainedPolicy(Protocol):
     """What a callback may read of the policy module in a training step, and log into it (``step_metrics``
     are logged as ``train/<name>`` at the end of the step)."""
@@ -36,10 +33,19 @@ class TrainedPolicy(Protocol):
     def batch_logprobs(self, batch, entropy: bool = True) -> tuple[Tensor, Tensor | None]: ...
 
 
+def conforms(obj: object, protocol: type) -> bool:
+    """Whether ``obj`` has every member ``protocol`` declares, looked up as ``obj.name`` would be. Not
+    ``isinstance`` on a runtime-checkable protocol: from Python 3.12 that looks members up statically and so
+    misses an ``nn.Module``'s submodules (``policy``), which live behind ``__getattr__``."""
+    declared = set(getattr(protocol, "__annotations__", {}))
+    declared |= {name for name, member in vars(protocol).items() if callable(member) and not name.startswith("_")}
+    return all(hasattr(obj, name) for name in declared)
+
+
 def policy_weights(trainer: L.Trainer) -> PolicyWeights:
     """The trainer's module, as a source of weights."""
     module = trainer.lightning_module
-    if not isinstance(module, PolicyWeights):
+    if not conforms(module, PolicyWeights):
         raise TypeError(
             f"{type(module).__name__} has no full_weights() to sync the rollout engine with: train a "
             "stable_rl.module.PolicyModule"
@@ -50,12 +56,12 @@ def policy_weights(trainer: L.Trainer) -> PolicyWeights:
 def route_source(trainer: L.Trainer) -> RouteSource | None:
     """The trainer's data module if it can return routes, else None."""
     datamodule = getattr(trainer, "datamodule", None)
-    return datamodule if isinstance(datamodule, RouteSource) else None
+    return datamodule if conforms(datamodule, RouteSource) else None
 
 
 def trained_policy(module: L.LightningModule, who: str) -> TrainedPolicy:
     """``module`` as a ``TrainedPolicy``, or a TypeError naming ``who`` needs one."""
-    if not isinstance(module, TrainedPolicy):
+    if not conforms(module, TrainedPolicy):
         raise TypeError(
             f"{who} wraps the forwards of a policy module (policy, step_metrics, batch_logprobs): train a "
             f"stable_rl.module.PolicyModule, not a {type(module).__name__}"

@@ -66,7 +66,9 @@ def route_agreement(model, samples, group_size: int) -> float:
 
 @pytest.fixture(scope="module")
 def float32_engine(tiny_model_path):
-    engine = VLLMEngine(sleep_mode=False, max_new_tokens=48, dtype="float32", seed=3, kv_cache_memory_bytes=KV)
+    engine = VLLMEngine(
+        sleep_mode=False, enforce_eager=True, max_new_tokens=48, dtype="float32", seed=3, kv_cache_memory_bytes=KV
+    )  # eager: float32 compiles for ~2 minutes; the bfloat16 and R3 tests cover CUDA graphs
     engine.start(tiny_model_path, max_model_len=128)
     yield engine
     engine.close()
@@ -164,6 +166,22 @@ def test_routes_of_a_model_with_dense_layers_are_its_moe_layers(tiny_partly_dens
     assert route_agreement(policy(tiny_partly_dense_path), samples, 2) > 0.99
 
 
+def fresh_samples(path: str, scheme: str, tokenizer):
+    """What an FP8 engine started on the weights at ``path`` samples (seed 5, step 1)."""
+    engine = VLLMEngine(
+        sleep_mode=False, max_new_tokens=32, dtype="bfloat16", seed=5, kv_cache_memory_bytes=KV, quantization=scheme
+    )
+    engine.start(path, max_model_len=128)
+    try:
+        return engine.generate(prompts(tokenizer), group_size=4, step=1)
+    finally:
+        engine.close()
+
+
+def max_logprob_difference(a, b) -> float:
+    return float(np.abs(np.concatenate([s.logprobs for s in a]) - np.concatenate([s.logprobs for s in b])).max())
+
+
 @pytest.mark.parametrize("scheme", ["fp8_per_tensor", "fp8_per_channel"])
 def test_fp8_engine_after_a_sync_samples_what_a_fresh_engine_on_the_synced_weights_samples(
     tiny_model_path, tokenizer, tmp_path, scheme
@@ -187,16 +205,15 @@ def test_fp8_engine_after_a_sync_samples_what_a_fresh_engine_on_the_synced_weigh
     synced.close()
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    fresh = VLLMEngine(
-        sleep_mode=False, max_new_tokens=32, dtype="bfloat16", seed=5, kv_cache_memory_bytes=KV, quantization=scheme
-    )
-    fresh.start(str(tmp_path), max_model_len=128)
-    from_start = fresh.generate(prompts(tokenizer), group_size=4, step=1)
-    fresh.close()
-    assert [s.response_ids for s in from_sync] == [s.response_ids for s in from_start]
-    assert np.array_equal(
-        np.concatenate([s.logprobs for s in from_sync]), np.concatenate([s.logprobs for s in from_start])
-    )
+    from_start = [fresh_samples(str(tmp_path), scheme, tokenizer) for _ in range(2)]
+    for samples in (from_sync, from_start[1]):
+        assert [s.response_ids for s in samples] == [s.response_ids for s in from_start[0]]
+    between_fresh = max_logprob_difference(from_start[0], from_start[1])
+    sync_to_fresh = max_logprob_difference(from_sync, from_start[0])
+    print(f"{scheme}: max |d log p| synced vs fresh {sync_to_fresh:.2e}, fresh vs fresh {between_fresh:.2e}")
+    # Exact where two fresh engines agree exactly; where they do not (kernels chosen per engine), within twice
+    # their difference.
+    assert sync_to_fresh <= 2 * between_fresh and between_fresh < 1e-2
     gap = logprob_gap(model.float(), from_sync, 4)
     print(f"{scheme} engine vs the bfloat16 policy (in float32): mean |d log p| {gap.mean():.4f}")
     assert gap.mean() > 1e-3  # FP8 is a real mismatch

@@ -144,6 +144,10 @@ class VLLMEngine(RolloutEngine):
         options = self._options(platform, max_model_len)
         if self.return_routes and not platform.cpu:
             self.moe_layers = moe_layers_of(model_path)  # also refuses a dense model before vLLM starts
+        if not platform.cpu:
+            # vLLM profiles the device's free memory as it starts and fails if it grows meanwhile: memory of
+            # tensors already dropped (a closed engine's, a failed step's) goes back to the device now
+            collect_memory()
         try:
             with preserved_rng(), kept_cuda_device():  # vLLM reseeds the process: keep the run's RNG (exact resume)
                 self.llm = LLM(
