@@ -7,8 +7,11 @@ CUDA by reading their source. ``SUPPORTED`` is the range the ``vllm`` extra allo
 import gc
 import logging
 import os
-from collections.abc import Iterable
+import weakref
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -116,6 +119,43 @@ def shut_down(llm) -> None:
     core.scheduler.shutdown()
     parallel_state.destroy_model_parallel()  # the next start rebuilds them
     envs.disable_envs_cache()  # the engine cached vLLM's environment variables; the next one reads them anew
+
+
+def _graph_wrapper_classes() -> list[Any]:
+    """vLLM's CUDA-graph wrappers: each instance holds graphs it captured, with their memory."""
+    from vllm.compilation.cuda_graph import CUDAGraphWrapper
+
+    classes: list[Any] = [CUDAGraphWrapper]
+    try:
+        from vllm.compilation.breakable_cudagraph import BreakableCUDAGraphWrapper
+
+        classes.append(BreakableCUDAGraphWrapper)
+    except ImportError:  # not in every release
+        pass
+    return classes
+
+
+@contextmanager
+def graphs_made() -> Iterator[weakref.WeakSet]:
+    """Collects (weakly) the CUDA-graph wrappers vLLM creates inside the block: one engine's, for
+    ``release_graphs`` when it closes."""
+    classes = _graph_wrapper_classes()
+    before = weakref.WeakSet(w for cls in classes for w in list(cls._all_instances))
+    made: weakref.WeakSet = weakref.WeakSet()
+    try:
+        yield made
+    finally:
+        made.update(w for cls in classes for w in list(cls._all_instances) if w not in before)
+
+
+def release_graphs(wrappers: Iterable) -> None:
+    """Drop a closing engine's captured CUDA graphs. Its wrappers outlive it (compiled code that torch
+    keeps per code object refers to them), and with them the graphs' memory, until the next engine's memory
+    profiling clears every wrapper's graphs (``profile_cudagraph_memory``, vLLM 0.26-0.32): free memory then
+    grows while vLLM profiles, which it refuses ("Error in memory profiling", seen on an H100). Dropped
+    here, the memory is free when the engine closes."""
+    for wrapper in list(wrappers):
+        wrapper.clear_graphs()
 
 
 def collect_memory() -> None:

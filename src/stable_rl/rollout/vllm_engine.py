@@ -20,7 +20,9 @@ from stable_rl.rollout.vllm_compat import (
     VLLMPlatform,
     collect_memory,
     fp8_scheme,
+    graphs_made,
     quiet_aliased_experts_warning,
+    release_graphs,
     set_external_launcher_ranks,
     shut_down,
 )
@@ -99,6 +101,7 @@ class VLLMEngine(RolloutEngine):
         self.placement: tuple[int, int] = (0, 0)  # (process, local process)
         self.llm: LLM | None = None
         self.capture: VLLMRouteCapture | None = None  # CPU route capture, when returning routes
+        self.graphs: Iterable = ()  # vLLM's CUDA-graph wrappers of this engine (weakly held)
 
     def place(self, plan: BatchPlan, process: int, local_process: int) -> None:
         super().place(plan, process, local_process)
@@ -144,12 +147,9 @@ class VLLMEngine(RolloutEngine):
         options = self._options(platform, max_model_len)
         if self.return_routes and not platform.cpu:
             self.moe_layers = moe_layers_of(model_path)  # also refuses a dense model before vLLM starts
-        if not platform.cpu:
-            # vLLM profiles the device's free memory as it starts and fails if it grows meanwhile: memory of
-            # tensors already dropped (a closed engine's, a failed step's) goes back to the device now
-            collect_memory()
         try:
-            with preserved_rng(), kept_cuda_device():  # vLLM reseeds the process: keep the run's RNG (exact resume)
+            # vLLM reseeds the process: keep the run's RNG (exact resume)
+            with preserved_rng(), kept_cuda_device(), graphs_made() as self.graphs:
                 self.llm = LLM(
                     model=model_path,
                     dtype=self.dtype,
@@ -360,6 +360,7 @@ class VLLMEngine(RolloutEngine):
             self._wake("weights", "kv_cache")
         llm, self.llm, self.capture, self.version, self.asleep = self.llm, None, None, None, False
         if llm is not None:
+            release_graphs(self.graphs)
             shut_down(llm)
             del llm
             collect_memory()
