@@ -142,6 +142,30 @@ def test_stacked_recipe_swaps_only_the_objective():
 
 
 @pytest.mark.parametrize(
+    ("overlays", "updates", "clip", "replay"),
+    [
+        ("n2 noclip", 2, False, []),
+        ("n4 noclip r2", 4, False, ["R2"]),
+        ("n8 r3", 8, True, ["R3"]),
+        ("n8", 8, True, []),
+        ("minirl_no_is r3", 1, True, ["R3"]),
+    ],
+)
+def test_the_grid_arms_are_their_overlays_stacked(overlays, updates, clip, replay):
+    """The off-policy grid composes orthogonal overlays of recipes/paper/ (n2, n4, n8, noclip, r2, r3): each sets
+    only its own idea, so N x clipping x replay arms are stacks, as docs/paper/grid/run_grid.sh runs them."""
+    from stable_rl.callbacks import RoutingReplay
+
+    configs = [f"--config=recipes/paper/{name}.yaml" for name in overlays.split()]
+    cli = main(["--config=recipes/minirl.yaml", *configs], run=False)
+    mini = cli.model.mini_batch_size or 128
+    assert (128 // mini, cli.trainer.max_steps) == (updates, 200 * updates)
+    assert cli.model.objective.clip is clip
+    assert cli.model.objective.train_infer_is is ("minirl_no_is" not in overlays)
+    assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == replay
+
+
+@pytest.mark.parametrize(
     ("override", "message"),
     [
         ("--model.init_args.objective=stable_rl.objectives.Nope", "Nope"),

@@ -101,7 +101,7 @@ def test_the_gpu_recipes_build(in_repo):
     [
         ([], "bfloat16", "fp8_per_tensor", True, False, []),
         (
-            ["recipes/paper/minirl_no_is.yaml", "recipes/paper/minirl_r3.yaml"],
+            ["recipes/paper/minirl_no_is.yaml", "recipes/paper/r3.yaml"],
             "bfloat16",
             "fp8_per_tensor",
             False,
