@@ -127,7 +127,7 @@ def test_every_recipe_runs_one_step_with_its_launch_command(recipe, tmp_path, re
         small = [*small, "--data.init_args.prompts_per_step=4", f"--model.init_args.mini_batch_size={8 // updates}"]
     cli = main([*args, "--trainer.max_steps=1", f"--trainer.logger.init_args.save_dir={tmp_path}", *small])
     if args[0] == "validate":
-        names = cli.datamodule.benchmarks
+        names = cli.datamodule.eval_sets
         assert {f"val/{name}/avg@4" for name in names} <= set(cli.trainer.callback_metrics)
     else:
         assert cli.trainer.global_step == updates

@@ -88,3 +88,20 @@ def test_a_yaml_syntax_error_names_the_config_file_and_line(tmp_path, capsys, mo
     with pytest.raises(SystemExit):
         main(["fit", f"--config={REPO / 'recipes/quickstart.yaml'}", "--config", str(bad)])
     assert f"error: config file {bad} is not valid YAML: {message}" in capsys.readouterr().err
+
+
+def test_a_renamed_setting_is_named_with_its_new_name(tmp_path, capsys, monkeypatch):
+    """``data.init_args.benchmarks`` became ``eval_sets`` (the word is the performance scripts'): a config file
+    or a command line with the old key is told the new one, not only that the key is unknown."""
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+    old = tmp_path / "old.yaml"
+    old.write_text("data:\n  init_args:\n    benchmarks:\n      heldout: null\n")
+    quickstart = f"--config={REPO / 'recipes/quickstart.yaml'}"
+    with pytest.raises(SystemExit):
+        main(["fit", quickstart, f"--config={old}"])
+    assert f"error: {old}: data.init_args.benchmarks is now data.init_args.eval_sets: rename it there" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):
+        main(["fit", quickstart, "--data.init_args.benchmarks={}"])
+    assert "error: --data.init_args.benchmarks is now --data.init_args.eval_sets" in capsys.readouterr().err
