@@ -6,7 +6,8 @@ import lightning as L
 import pytest
 
 from stable_rl.batch_plan import BatchPlan
-from stable_rl.data import ReasoningGymPrompts, RolloutDataModule
+from stable_rl.data import ReasoningGymPrompts
+from stable_rl.rl import RolloutDataModule
 from stable_rl.rollout import HFEngine, VLLMEngine
 
 

@@ -9,9 +9,9 @@ from torch.utils.data import DataLoader
 
 from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks import PolicyForwardCallback
-from stable_rl.module import PolicyModule
 from stable_rl.objectives import CISPO, MiniRL
 from stable_rl.objectives.minirl import minirl_token_loss
+from stable_rl.rl import PolicyModule
 from stable_rl.rollout import RolloutBatch, Sample
 
 # these tests hand the trainer one fixed training batch and no evaluation sets

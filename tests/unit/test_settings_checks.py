@@ -6,7 +6,8 @@ import pytest
 from jsonargparse import Namespace
 
 from stable_rl.cli import check_checkpoint_file, check_trainer_settings, main
-from stable_rl.data import ReasoningGymPrompts, RolloutDataModule
+from stable_rl.data import ReasoningGymPrompts
+from stable_rl.rl import RolloutDataModule
 from stable_rl.rollout import HFEngine
 from stable_rl.rollout.engine import Sampling
 
@@ -105,3 +106,21 @@ def test_a_renamed_setting_is_named_with_its_new_name(tmp_path, capsys, monkeypa
     with pytest.raises(SystemExit):
         main(["fit", quickstart, "--data.init_args.benchmarks={}"])
     assert "error: --data.init_args.benchmarks is now --data.init_args.eval_sets" in capsys.readouterr().err
+
+
+def test_a_moved_class_is_named_with_its_new_path(tmp_path, capsys, monkeypatch):
+    """RL moved beside SFT (``stable_rl.rl``): a config naming ``stable_rl.module.PolicyModule`` is told the new
+    class path, not only that the class cannot be found."""
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+    old = tmp_path / "old.yaml"
+    old.write_text("model:\n  class_path: stable_rl.module.PolicyModule\n")
+    quickstart = f"--config={REPO / 'recipes/quickstart.yaml'}"
+    with pytest.raises(SystemExit):
+        main(["fit", quickstart, f"--config={old}"])
+    expected = f"error: {old}: model.class_path: stable_rl.module.PolicyModule is now stable_rl.rl.PolicyModule"
+    assert expected in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["fit", quickstart, "--data.class_path=stable_rl.data.RolloutDataModule"])
+    assert "--data.class_path: stable_rl.data.RolloutDataModule is now stable_rl.rl.RolloutDataModule" in (
+        capsys.readouterr().err
+    )
