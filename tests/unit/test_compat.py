@@ -4,6 +4,7 @@ function in ``stable_rl/compat/`` to adapt), instead of a training run failing s
 
 import inspect
 import multiprocessing as mp
+import os
 import signal
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -180,7 +181,11 @@ def test_killing_a_process_pool_ends_its_hung_workers_at_once():
         if not hasattr(pool, "kill_workers"):
             for worker in workers:
                 worker.join(10)
-                assert worker.exitcode == -signal.SIGKILL, f"exit code {worker.exitcode}"
+                # Gone, not asleep: the exit code alone cannot say (a forkserver child's comes through the
+                # forkserver, and reads 255 where that channel closed first: seen once in the full suite).
+                with pytest.raises(ProcessLookupError):
+                    os.kill(worker.pid, 0)
+                assert worker.exitcode in (-signal.SIGKILL, 255), f"exit code {worker.exitcode}"
         pool.shutdown(cancel_futures=True)
         assert time.monotonic() - start < 10
         for future in futures:
