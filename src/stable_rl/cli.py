@@ -16,6 +16,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from stable_rl.callbacks.termination_checkpoint import EXIT_TERMINATED, TerminationCheckpoint
 from stable_rl.compat.lightning import SHARDED_CHECKPOINT_METADATA
 from stable_rl.config_syntax import config_files, syntax_error
+from stable_rl.renamed_settings import renamed_setting
 
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
 # one after the update: exactly what a resumed run needs (step k's weights with global_step k).
@@ -38,9 +39,13 @@ class StableRLCLI(LightningCLI):
 
     def parse_arguments(self, parser, args) -> None:
         if args is None or isinstance(args, list):
-            for path in config_files(sys.argv[1:] if args is None else args):
+            given = sys.argv[1:] if args is None else args
+            configs = list(config_files(given))
+            for path in configs:
                 if (error := syntax_error(path)) is not None:
                     parser.error(error)
+            if (renamed := renamed_setting(given, configs)) is not None:
+                parser.error(renamed)
         super().parse_arguments(parser, args)
 
     def before_instantiate_classes(self) -> None:

@@ -48,7 +48,7 @@ def policy_weights(trainer: L.Trainer) -> PolicyWeights:
     if not conforms(module, PolicyWeights):
         raise TypeError(
             f"{type(module).__name__} has no full_weights() to sync the rollout engine with: train a "
-            "stable_rl.module.PolicyModule"
+            "stable_rl.rl.PolicyModule"
         )
     return module
 
@@ -64,6 +64,6 @@ def trained_policy(module: L.LightningModule, who: str) -> TrainedPolicy:
     if not conforms(module, TrainedPolicy):
         raise TypeError(
             f"{who} wraps the forwards of a policy module (policy, step_metrics, batch_logprobs): train a "
-            f"stable_rl.module.PolicyModule, not a {type(module).__name__}"
+            f"stable_rl.rl.PolicyModule, not a {type(module).__name__}"
         )
     return module

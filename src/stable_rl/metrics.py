@@ -116,7 +116,7 @@ class AvgAtK(PassAtK):
 
 
 class ProblemCount(Metric):
-    """How many problems a validation evaluated, summed over processes (a benchmark's size after training
+    """How many problems a validation evaluated, summed over processes (an evaluation set's size after training
     questions are removed; processes sharing a vLLM engine each count its problems); ``update(correct [P, n])``."""
 
     full_state_update = False

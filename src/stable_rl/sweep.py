@@ -27,7 +27,7 @@ class Run:
     @property
     def name(self) -> str:
         """The stems of the overlays (the configs after the first) joined by ``+``, or the only config's, and
-        the seed: ``minirl_no_is-s1``, ``onpolicy_fp8-s0``, ``minirl_no_is+minirl_r3-s2``."""
+        the seed: ``minirl_no_is-s1``, ``onpolicy_fp8-s0``, ``minirl_no_is+r3-s2``."""
         stems = [Path(c).stem for c in self.configs]
         return f"{'+'.join(stems[1:] or stems)}-s{self.seed}"
 

@@ -18,8 +18,8 @@ import lightning as L
 import torch
 
 from stable_rl.callbacks import RoutingReplay
-from stable_rl.data import ReasoningGymPrompts, RolloutDataModule
-from stable_rl.module import PolicyModule
+from stable_rl.data import ReasoningGymPrompts
+from stable_rl.rl import PolicyModule, RolloutDataModule
 from stable_rl.rollout import VLLMEngine
 
 REPO = Path(__file__).resolve().parents[2]

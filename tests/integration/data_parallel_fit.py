@@ -20,7 +20,7 @@ from transformers import AutoConfig
 
 from stable_rl import objectives
 from stable_rl.callbacks import HFExport, RoutingReplay
-from stable_rl.module import PolicyModule
+from stable_rl.rl import PolicyModule
 from stable_rl.rollout import HFEngine, RolloutBatch, Sample
 from stable_rl.strategies import FSDP2Strategy
 

@@ -127,7 +127,7 @@ def test_every_recipe_runs_one_step_with_its_launch_command(recipe, tmp_path, re
         small = [*small, "--data.init_args.prompts_per_step=4", f"--model.init_args.mini_batch_size={8 // updates}"]
     cli = main([*args, "--trainer.max_steps=1", f"--trainer.logger.init_args.save_dir={tmp_path}", *small])
     if args[0] == "validate":
-        names = cli.datamodule.benchmarks
+        names = cli.datamodule.eval_sets
         assert {f"val/{name}/avg@4" for name in names} <= set(cli.trainer.callback_metrics)
     else:
         assert cli.trainer.global_step == updates
@@ -139,6 +139,30 @@ def test_stacked_recipe_swaps_only_the_objective():
     assert cli.model.objective.train_infer_is is False
     assert cli.model.objective.is_cap == 5.0
     assert cli.datamodule.engine.dtype == "bfloat16"
+
+
+@pytest.mark.parametrize(
+    ("overlays", "updates", "clip", "replay"),
+    [
+        ("n2 noclip", 2, False, []),
+        ("n4 noclip r2", 4, False, ["R2"]),
+        ("n8 r3", 8, True, ["R3"]),
+        ("n8", 8, True, []),
+        ("minirl_no_is r3", 1, True, ["R3"]),
+    ],
+)
+def test_the_grid_arms_are_their_overlays_stacked(overlays, updates, clip, replay):
+    """The off-policy grid composes orthogonal overlays of recipes/paper/ (n2, n4, n8, noclip, r2, r3): each sets
+    only its own idea, so N x clipping x replay arms are stacks, as docs/paper/grid/run_grid.sh runs them."""
+    from stable_rl.callbacks import RoutingReplay
+
+    configs = [f"--config=recipes/paper/{name}.yaml" for name in overlays.split()]
+    cli = main(["--config=recipes/minirl.yaml", *configs], run=False)
+    mini = cli.model.mini_batch_size or 128
+    assert (128 // mini, cli.trainer.max_steps) == (updates, 200 * updates)
+    assert cli.model.objective.clip is clip
+    assert cli.model.objective.train_infer_is is ("minirl_no_is" not in overlays)
+    assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == replay
 
 
 @pytest.mark.parametrize(

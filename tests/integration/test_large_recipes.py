@@ -101,7 +101,7 @@ def test_the_gpu_recipes_build(in_repo):
     [
         ([], "bfloat16", "fp8_per_tensor", True, False, []),
         (
-            ["recipes/paper/minirl_no_is.yaml", "recipes/paper/minirl_r3.yaml"],
+            ["recipes/paper/minirl_no_is.yaml", "recipes/paper/r3.yaml"],
             "bfloat16",
             "fp8_per_tensor",
             False,
@@ -177,7 +177,7 @@ def test_the_long_task_cold_start_builds_on_the_rl_task(in_repo, upcycled_smollm
         run=False,
     )
     rl = main([LONG, "--trainer.accelerator=cpu", f"--model.init_args.model_path={upcycled_smollm2_path}"], run=False)
-    sft, pool, heldout = cli.datamodule.prompts, rl.datamodule.prompts, rl.datamodule.benchmarks["heldout"]
+    sft, pool, heldout = cli.datamodule.prompts, rl.datamodule.prompts, rl.datamodule.eval_sets["heldout"]
     assert cli.datamodule.by_place and sft.generators == pool.generators == heldout.generators == ["chain_sum"]
     assert (
         sft.difficulty

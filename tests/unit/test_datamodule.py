@@ -6,7 +6,8 @@ import lightning as L
 import pytest
 
 from stable_rl.batch_plan import BatchPlan
-from stable_rl.data import ReasoningGymPrompts, RolloutDataModule
+from stable_rl.data import ReasoningGymPrompts
+from stable_rl.rl import RolloutDataModule
 from stable_rl.rollout import HFEngine, VLLMEngine
 
 
@@ -49,8 +50,8 @@ def test_greedy_training_rollouts_are_refused():
 
 def test_a_benchmark_made_only_of_training_questions_is_refused(tiny_model_path):
     same = ReasoningGymPrompts(["chain_sum"], size=8, seed=3)
-    data = data_module(tiny_model_path, engine=HFEngine(), benchmarks={"heldout": same})
-    with pytest.raises(ValueError, match="benchmark 'heldout' has no problems left after removing training"):
+    data = data_module(tiny_model_path, engine=HFEngine(), eval_sets={"heldout": same})
+    with pytest.raises(ValueError, match="evaluation set 'heldout' has no problems left after removing training"):
         data.setup("fit")
 
 

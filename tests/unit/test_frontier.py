@@ -35,9 +35,9 @@ def test_a_collapsed_run_is_read_at_its_first_sign(tmp_path):
 
 
 def test_a_survivor_is_above_every_rate_it_reached(tmp_path):
-    run = write_run(tmp_path, "onpolicy_fp8+minirl_r3-s0", ramp(steps=5))
+    run = write_run(tmp_path, "onpolicy_fp8+r3-s0", ramp(steps=5))
     got = outcome(run, steps=5)
-    assert got == Outcome("onpolicy_fp8+minirl_r3", 0, 4, 1.6e-3)
+    assert got == Outcome("onpolicy_fp8+r3", 0, 4, 1.6e-3)
     assert got.frontier_lr == math.inf
 
 

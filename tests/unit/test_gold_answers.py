@@ -6,10 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from stable_rl.data import FilePrompts, RolloutDataModule
+from stable_rl.data import FilePrompts
 from stable_rl.data.gold_answers import usable_problems
 from stable_rl.data.prompts import Problem
 from stable_rl.data.verifier import MathVerifier
+from stable_rl.rl import RolloutDataModule
 from stable_rl.rollout import HFEngine
 
 ANSWERS = ["3", r"\frac{1}{2}", "10^{10^{10}}", "}{", "-7", "9!!!!", "x^2+1", "10^{10^{10}}"]

@@ -7,7 +7,7 @@ import torch
 from test_module import fixed_batch, train_on
 
 from stable_rl.callbacks import InstabilityMonitor
-from stable_rl.module import PolicyModule
+from stable_rl.rl import PolicyModule
 
 pytestmark = pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
 

@@ -8,8 +8,8 @@ import pytest
 from torch import nn
 
 from stable_rl.interfaces import RouteSource, TrainedPolicy, conforms, route_source, trained_policy
-from stable_rl.module import PolicyModule
 from stable_rl.objectives import MiniRL
+from stable_rl.rl import PolicyModule
 
 
 class Submodule(nn.Module):
@@ -40,7 +40,7 @@ def test_a_configured_policy_module_is_a_trained_policy(tiny_model_path):
 def test_a_module_without_the_members_is_refused_by_name():
     module = L.LightningModule()
     assert not conforms(module, TrainedPolicy)
-    with pytest.raises(TypeError, match=r"RoutingReplay wraps .* train a stable_rl.module.PolicyModule, not a "):
+    with pytest.raises(TypeError, match=r"RoutingReplay wraps .* train a stable_rl.rl.PolicyModule, not a "):
         trained_policy(module, "RoutingReplay")
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from stable_rl.metrics import AvgAtK, PassAtK, pass_at_k, token_kl
-from stable_rl.module import PolicyModule
+from stable_rl.rl import PolicyModule
 from stable_rl.rollout import EvalBatch
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stable_rl.model_dir import check_model_dir, checked_tokenizer
-from stable_rl.module import PolicyModule
+from stable_rl.rl import PolicyModule
 
 
 def refusal(model_path) -> str:

@@ -9,12 +9,12 @@ from torch.utils.data import DataLoader
 
 from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks import PolicyForwardCallback
-from stable_rl.module import PolicyModule
 from stable_rl.objectives import CISPO, MiniRL
 from stable_rl.objectives.minirl import minirl_token_loss
+from stable_rl.rl import PolicyModule
 from stable_rl.rollout import RolloutBatch, Sample
 
-# these tests hand the trainer one fixed training batch and no benchmarks
+# these tests hand the trainer one fixed training batch and no evaluation sets
 pytestmark = pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
 
 

@@ -24,7 +24,7 @@ def test_unknown_generator_is_named():
 
 @pytest.mark.parametrize(("generators", "size"), [([], 4), (None, 0), (["chain_sum"], -3)])
 def test_no_generator_or_no_problems_is_refused_when_configured(generators, size):
-    """An empty list silently meant basic_arithmetic; size 0 left a benchmark 'no problems after removing training
+    """An empty list silently meant basic_arithmetic; size 0 left an evaluation set 'no problems after removing training
     questions', a negative size failed inside reasoning-gym ("__len__() should return >= 0")."""
     with pytest.raises(ValueError) as caught:
         ReasoningGymPrompts(generators, size=size)

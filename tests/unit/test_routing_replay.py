@@ -6,8 +6,8 @@ from test_module import fixed_batch, train_on
 from transformers import AutoModelForCausalLM
 
 from stable_rl.callbacks import RoutingReplay
-from stable_rl.module import PolicyModule
 from stable_rl.objectives import MiniRL
+from stable_rl.rl import PolicyModule
 from stable_rl.routing import RouterHooks, moe_routers, routed_positions, routes_match
 
 pytestmark = pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")

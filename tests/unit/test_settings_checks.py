@@ -6,7 +6,8 @@ import pytest
 from jsonargparse import Namespace
 
 from stable_rl.cli import check_checkpoint_file, check_trainer_settings, main
-from stable_rl.data import ReasoningGymPrompts, RolloutDataModule
+from stable_rl.data import ReasoningGymPrompts
+from stable_rl.rl import RolloutDataModule
 from stable_rl.rollout import HFEngine
 from stable_rl.rollout.engine import Sampling
 
@@ -88,3 +89,38 @@ def test_a_yaml_syntax_error_names_the_config_file_and_line(tmp_path, capsys, mo
     with pytest.raises(SystemExit):
         main(["fit", f"--config={REPO / 'recipes/quickstart.yaml'}", "--config", str(bad)])
     assert f"error: config file {bad} is not valid YAML: {message}" in capsys.readouterr().err
+
+
+def test_a_renamed_setting_is_named_with_its_new_name(tmp_path, capsys, monkeypatch):
+    """``data.init_args.benchmarks`` became ``eval_sets`` (the word is the performance scripts'): a config file
+    or a command line with the old key is told the new one, not only that the key is unknown."""
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+    old = tmp_path / "old.yaml"
+    old.write_text("data:\n  init_args:\n    benchmarks:\n      heldout: null\n")
+    quickstart = f"--config={REPO / 'recipes/quickstart.yaml'}"
+    with pytest.raises(SystemExit):
+        main(["fit", quickstart, f"--config={old}"])
+    assert f"error: {old}: data.init_args.benchmarks is now data.init_args.eval_sets: rename it there" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):
+        main(["fit", quickstart, "--data.init_args.benchmarks={}"])
+    assert "error: --data.init_args.benchmarks is now --data.init_args.eval_sets" in capsys.readouterr().err
+
+
+def test_a_moved_class_is_named_with_its_new_path(tmp_path, capsys, monkeypatch):
+    """RL moved beside SFT (``stable_rl.rl``): a config naming ``stable_rl.module.PolicyModule`` is told the new
+    class path, not only that the class cannot be found."""
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+    old = tmp_path / "old.yaml"
+    old.write_text("model:\n  class_path: stable_rl.module.PolicyModule\n")
+    quickstart = f"--config={REPO / 'recipes/quickstart.yaml'}"
+    with pytest.raises(SystemExit):
+        main(["fit", quickstart, f"--config={old}"])
+    expected = f"error: {old}: model.class_path: stable_rl.module.PolicyModule is now stable_rl.rl.PolicyModule"
+    assert expected in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["fit", quickstart, "--data.class_path=stable_rl.data.RolloutDataModule"])
+    assert "--data.class_path: stable_rl.data.RolloutDataModule is now stable_rl.rl.RolloutDataModule" in (
+        capsys.readouterr().err
+    )

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from stable_rl.checkpoint_io import _exchange, replace_directory
-from stable_rl.module import PolicyModule
+from stable_rl.rl import PolicyModule
 from stable_rl.rollout import HFEngine
 from stable_rl.sharding import shard
 

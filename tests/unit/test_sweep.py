@@ -30,8 +30,8 @@ def test_plan_is_every_recipe_stack_with_every_seed():
 
 
 def test_orthogonal_overlays_name_a_run_together():
-    stack = "recipes/minirl.yaml recipes/paper/fp8.yaml recipes/paper/minirl_no_is.yaml recipes/paper/minirl_r3.yaml"
-    assert plan([stack], [2], "out", [])[0].name == "fp8+minirl_no_is+minirl_r3-s2"
+    stack = "recipes/minirl.yaml recipes/paper/fp8.yaml recipes/paper/minirl_no_is.yaml recipes/paper/r3.yaml"
+    assert plan([stack], [2], "out", [])[0].name == "fp8+minirl_no_is+r3-s2"
 
 
 def test_dry_run_prints_the_commands(capsys):

@@ -10,7 +10,7 @@ source "$(dirname "$0")/wave.sh"
 out=docs/paper/frontier/fp4
 runs=${SAVE_DIR:-runs/frontier_fp4}
 p=recipes/paper
-variants=("" "$p/minirl_r3.yaml" "$p/minirl_no_is.yaml" "$p/minirl_no_is.yaml $p/minirl_r3.yaml")
+variants=("" "$p/r3.yaml" "$p/minirl_no_is.yaml" "$p/minirl_no_is.yaml $p/r3.yaml")
 if [ "${1:-}" != "--report" ]; then
   recipes=()
   for v in "${variants[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml${v:+ $v} recipes/frontier/hf_fp4.yaml"); done
@@ -18,4 +18,4 @@ if [ "${1:-}" != "--report" ]; then
 fi
 python3 -m stable_rl.report "$out"/logs/*/version_0 docs/paper/frontier/onpolicy/logs/exact-s*/version_0 --frontier \
   --out "$out" --pair hf_fp4:exact minirl_no_is+hf_fp4:hf_fp4 hf_fp4:minirl_no_is+hf_fp4 \
-  minirl_no_is+minirl_r3+hf_fp4:minirl_r3+hf_fp4 hf_fp4:minirl_r3+hf_fp4 minirl_r3+hf_fp4:hf_fp4
+  minirl_no_is+r3+hf_fp4:r3+hf_fp4 hf_fp4:r3+hf_fp4 r3+hf_fp4:hf_fp4

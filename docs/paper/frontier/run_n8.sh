@@ -10,16 +10,13 @@ source "$(dirname "$0")/wave.sh"
 out=docs/paper/frontier/n8
 runs=${SAVE_DIR:-runs/frontier_n8}
 p=recipes/paper
-arms=("$p/minirl_n8_noclip.yaml" "$p/minirl_n8_noclip_r2.yaml" "$p/minirl_n8_clip.yaml" "$p/minirl_n8_clip_r2.yaml"
-  "$p/minirl_n8_clip_r3.yaml" "$p/grpo.yaml" "$p/cispo.yaml" "$p/minirl_n8_clip.yaml recipes/frontier/exact.yaml")
+arms=("$p/noclip.yaml" "$p/noclip.yaml $p/r2.yaml" ""  # MiniRL (clip, no replay): named n8
+  "$p/r2.yaml" "$p/r3.yaml" "$p/grpo.yaml" "$p/cispo.yaml" recipes/frontier/exact.yaml)
 if [ "${1:-}" != "--report" ]; then
   recipes=()
-  for a in "${arms[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml $a recipes/frontier/n8.yaml"); done
+  for a in "${arms[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml${a:+ $a} recipes/frontier/n8.yaml"); done
   wave "$out" "$runs" "${PARALLEL:-8}" "${*:-0 1 2}" "${recipes[@]}"
 fi
 python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --out "$out" --pair \
-  minirl_n8_noclip+n8:minirl_n8_clip_r2+n8 minirl_n8_noclip_r2+n8:minirl_n8_clip_r2+n8 \
-  minirl_n8_clip+n8:minirl_n8_clip_r2+n8 minirl_n8_clip+n8:minirl_n8_clip_r3+n8 \
-  minirl_n8_clip_r2+n8:minirl_n8_clip_r3+n8 minirl_n8_clip_r3+n8:minirl_n8_clip_r2+n8 \
-  grpo+n8:minirl_n8_clip_r3+n8 cispo+n8:minirl_n8_clip_r3+n8 \
-  minirl_n8_clip+n8:minirl_n8_clip+exact+n8 minirl_n8_clip+exact+n8:minirl_n8_clip+n8
+  noclip+n8:r2+n8 noclip+r2+n8:r2+n8 n8:r2+n8 n8:r3+n8 r2+n8:r3+n8 r3+n8:r2+n8 \
+  grpo+n8:r3+n8 cispo+n8:r3+n8 n8:exact+n8 exact+n8:n8

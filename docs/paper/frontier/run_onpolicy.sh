@@ -10,8 +10,8 @@ out=docs/paper/frontier/onpolicy
 runs=${SAVE_DIR:-runs/frontier}
 p=recipes/paper
 variants=(""  # MiniRL: onpolicy_fp8; the others are named by their overlays
-  "$p/minirl_r3.yaml" "$p/minirl_no_is.yaml" "$p/minirl_no_is.yaml $p/minirl_r3.yaml"
-  "$p/minirl_length_norm.yaml" "$p/minirl_length_norm.yaml $p/minirl_r3.yaml" recipes/frontier/exact.yaml)
+  "$p/r3.yaml" "$p/minirl_no_is.yaml" "$p/minirl_no_is.yaml $p/r3.yaml"
+  "$p/minirl_length_norm.yaml" "$p/minirl_length_norm.yaml $p/r3.yaml" recipes/frontier/exact.yaml)
 if [ "${1:-}" != "--report" ]; then
   recipes=()
   for v in "${variants[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml${v:+ $v}"); done
@@ -19,7 +19,7 @@ if [ "${1:-}" != "--report" ]; then
 fi
 python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --out "$out" --pair \
   minirl_no_is:onpolicy_fp8 onpolicy_fp8:minirl_no_is \
-  minirl_no_is+minirl_r3:minirl_r3 minirl_r3:minirl_no_is+minirl_r3 \
+  minirl_no_is+r3:r3 r3:minirl_no_is+r3 \
   minirl_length_norm:onpolicy_fp8 onpolicy_fp8:minirl_length_norm \
-  onpolicy_fp8:minirl_r3 minirl_r3:onpolicy_fp8 \
+  onpolicy_fp8:r3 r3:onpolicy_fp8 \
   onpolicy_fp8:exact exact:onpolicy_fp8

@@ -54,7 +54,7 @@ class RoutingReplay(PolicyForwardCallback):
             if source is None:
                 raise ValueError(
                     "RoutingReplay(mode='R3') replays the rollout engine's routes: use a data module with a "
-                    "rollout engine (stable_rl.data.RolloutDataModule), or mode 'R2'"
+                    "rollout engine (stable_rl.rl.RolloutDataModule), or mode 'R2'"
                 )
             source.request_routes()
 

@@ -1,7 +1,6 @@
-"""Prompt sources, the prompt template, the verifier and the RolloutDataModule."""
+"""Prompt sources, evaluation sets, the prompt template and the verifier (shared by RL and SFT)."""
 
-from stable_rl.data.benchmarks import ASDivPrompts, ChampPrompts
-from stable_rl.data.datamodule import RolloutDataModule
+from stable_rl.data.eval_sets import ASDivPrompts, ChampPrompts
 from stable_rl.data.prompts import FilePrompts, Problem, PromptSource, ReasoningGymPrompts
 from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
@@ -15,5 +14,4 @@ __all__ = [
     "PromptSource",
     "PromptTemplate",
     "ReasoningGymPrompts",
-    "RolloutDataModule",
 ]

@@ -113,8 +113,8 @@ class RolloutBatch:
 
 @dataclass
 class EvalBatch:
-    """Verifier rewards of n samples for each of P problems of one benchmark."""
+    """Verifier rewards of n samples for each of P problems of one evaluation set."""
 
     rewards: Tensor  # [P, n] float32 in {0, 1}
-    benchmark: str
+    eval_set: str
     verifier_timeouts: int = 0  # samples that ran out of the verifier's time (scored 0)

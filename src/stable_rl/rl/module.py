@@ -9,7 +9,7 @@ Each ``training_step`` receives one global batch of rollouts (P prompts x G resp
    each summed over micro-batches and divided by one constant for the whole mini-batch;
 3. logs reward, training-inference KL, entropy, IS and clipping statistics, and the seconds of
    each phase (``time/``: sync, rollout, reward, pi_old, update, overhead, step).
-Validation receives verified samples of each benchmark and logs avg@n (the paper's metric) and
+Validation receives verified samples of each evaluation set and logs avg@n (the paper's metric) and
 the unbiased pass@k for k = 1, 2, 4, ... <= n.
 Optimisation is manual (several optimizer steps per batch), so ``trainer.global_step`` counts
 optimizer updates; the rollout engine is synced to every new step before it samples.
@@ -393,16 +393,16 @@ class PolicyModule(HFPolicyModule):
 
     def validation_step(self, batch: EvalBatch, batch_idx: int, dataloader_idx: int = 0) -> None:
         n = batch.rewards.shape[-1]
-        if batch.benchmark not in self.eval_metrics:
+        if batch.eval_set not in self.eval_metrics:
             ks = [2**i for i in range(n.bit_length()) if 2**i <= n]
             metrics = {f"avg@{n}": AvgAtK()} | {f"pass@{k}": PassAtK(k) for k in ks} | {"problems": ProblemCount()}
             metrics["verifier_timeouts"] = SumMetric()  # samples scored 0 after the verifier's timeout
-            self.eval_metrics[batch.benchmark] = {name: m.to(self.device) for name, m in metrics.items()}
-        for name, metric in self.eval_metrics[batch.benchmark].items():
+            self.eval_metrics[batch.eval_set] = {name: m.to(self.device) for name, m in metrics.items()}
+        for name, metric in self.eval_metrics[batch.eval_set].items():
             metric.update(float(batch.verifier_timeouts) if name == "verifier_timeouts" else batch.rewards)
 
     def on_validation_epoch_end(self) -> None:
-        for benchmark, metrics in self.eval_metrics.items():
+        for eval_set, metrics in self.eval_metrics.items():
             for name, metric in metrics.items():
-                self.log(f"val/{benchmark}/{name}", metric.compute(), add_dataloader_idx=False)  # reduced by compute()
+                self.log(f"val/{eval_set}/{name}", metric.compute(), add_dataloader_idx=False)  # reduced by compute()
         self.eval_metrics = {}

@@ -5,7 +5,7 @@ rollout happens in ``on_before_batch_transfer``, which Lightning calls right bef
 ``training_step``, after the previous step's updates. There the engine is synced to the policy's
 current weights, samples G responses per prompt, and the verifier scores them, so every rollout
 comes from the weights of the step right before it (on-policy lag 0). Validation works the same
-way on the ``benchmarks`` (one dataloader each), with its own ``eval_sampling`` and n samples
+way on the ``eval_sets`` (one dataloader each), with its own ``eval_sampling`` and n samples
 per problem, yielding ``EvalBatch`` rewards for avg@n and pass@k.
 """
 
@@ -50,7 +50,7 @@ class RolloutDataModule(L.LightningDataModule):
         max_prompt_tokens: longest prompt accepted; longer ones are an error.
         seed: seed of the prompt order, and the engine's unless it has its own; None (default): the
             run's ``seed_everything``, so runs of different seeds see different prompts and samples.
-        benchmarks: named evaluation sets, e.g. ``{heldout: ReasoningGymPrompts(seed=1000), asdiv: ASDivPrompts}``;
+        eval_sets: named evaluation sets, e.g. ``{heldout: ReasoningGymPrompts(seed=1000), asdiv: ASDivPrompts}``;
             problems whose question is also a training question are dropped from them.
         eval_samples: samples per evaluation problem, n of avg@n (paper: 32).
         eval_sampling: how evaluation samples are drawn (default: the engine's training sampling).
@@ -71,7 +71,7 @@ class RolloutDataModule(L.LightningDataModule):
         group_size: int = 8,
         max_prompt_tokens: int = 256,
         seed: int | None = None,
-        benchmarks: dict[str, PromptSource] | None = None,
+        eval_sets: dict[str, PromptSource] | None = None,
         eval_samples: int = 4,
         eval_sampling: Sampling | None = None,
         eval_prompts_per_batch: int = 32,
@@ -104,7 +104,7 @@ class RolloutDataModule(L.LightningDataModule):
         self.group_size = group_size
         self.max_prompt_tokens = max_prompt_tokens
         self.seed = seed
-        self.benchmarks = benchmarks or {}
+        self.eval_sets = eval_sets or {}
         self.eval_samples = eval_samples
         self.eval_sampling = eval_sampling or engine.sampling
         self.eval_prompts_per_batch = eval_prompts_per_batch
@@ -160,7 +160,7 @@ class RolloutDataModule(L.LightningDataModule):
             )
 
     def _load_problems(self, model_path: str) -> None:
-        """Tokenize the training problems and the benchmarks (minus training questions), each without the
+        """Tokenize the training problems and the evaluation sets (minus training questions), each without the
         problems whose gold answer math-verify cannot use."""
         self.tokenizer = checked_tokenizer(model_path)
         training = self._usable(self.prompts, "data.prompts")
@@ -171,15 +171,15 @@ class RolloutDataModule(L.LightningDataModule):
                 "give the prompt source more problems or lower prompts_per_step"
             )
         seen = {p.question for p in training}
-        for name, source in self.benchmarks.items():
+        for name, source in self.eval_sets.items():
             self.eval_problems[name] = [
                 self._encode(p.question, p.answer)
-                for p in self._usable(source, f"benchmark {name!r}")
+                for p in self._usable(source, f"evaluation set {name!r}")
                 if p.question not in seen
             ]
             if not self.eval_problems[name]:
                 raise ValueError(
-                    f"benchmark {name!r} has no problems left after removing training questions (and any whose "
+                    f"evaluation set {name!r} has no problems left after removing training questions (and any whose "
                     "gold answer math-verify cannot use)"
                 )
 
@@ -209,7 +209,7 @@ class RolloutDataModule(L.LightningDataModule):
         return self.plan
 
     def val_dataloader(self) -> list[DataLoader]:
-        """One per benchmark; processes sharing an engine get the same problems (their results count
+        """One per evaluation set; processes sharing an engine get the same problems (their results count
         once per process, which leaves avg@n and pass@k as they are)."""
         shared, world = self._plan.processes_per_engine, self.trainer.world_size
         loaders = []
@@ -246,7 +246,7 @@ class RolloutDataModule(L.LightningDataModule):
         return rewards, int(timed_out.sum())
 
     @torch.no_grad()
-    def evaluate(self, problems: list[EncodedProblem], benchmark: str) -> EvalBatch:
+    def evaluate(self, problems: list[EncodedProblem], eval_set: str) -> EvalBatch:
         """``eval_samples`` responses per problem with the evaluation sampling, verified."""
         step = self._sync()
         samples = self.engine.generate(
@@ -254,7 +254,7 @@ class RolloutDataModule(L.LightningDataModule):
         )
         rewards, timeouts = self._rewards(problems, samples, self.eval_samples)
         return EvalBatch(
-            rewards=rewards.view(len(problems), self.eval_samples), benchmark=benchmark, verifier_timeouts=timeouts
+            rewards=rewards.view(len(problems), self.eval_samples), eval_set=eval_set, verifier_timeouts=timeouts
         )
 
     @torch.no_grad()

@@ -1,4 +1,4 @@
-"""Bundled benchmarks: exact usable counts and first rows, the numeric-answer filter, limit, and missing packages;
+"""Bundled evaluation sets: exact usable counts and first rows, the numeric-answer filter, limit, and missing packages;
 the stable-rl vs TRL benchmark script's per-step aggregation and table."""
 
 import importlib.util
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from stable_rl.data import Problem
-from stable_rl.data.benchmarks import ASDivPrompts, ChampPrompts, numeric_answer
+from stable_rl.data.eval_sets import ASDivPrompts, ChampPrompts, numeric_answer
 
 
 @pytest.fixture(scope="module")
