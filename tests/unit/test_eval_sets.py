@@ -1,8 +1,7 @@
-"""Bundled evaluation sets: exact usable counts and first rows, the numeric-answer filter, limit, and missing packages;
-the stable-rl vs TRL benchmark script's per-step aggregation and table."""
+"""Bundled evaluation sets: exact usable counts and first rows, the numeric-answer filter, limit, and missing
+packages."""
 
 import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -88,50 +87,3 @@ def test_missing_package_or_file_names_the_fix(monkeypatch, tmp_path, source, pa
     fake["spec"] = SimpleNamespace(origin=str(tmp_path / "__init__.py"))  # installed, but without the data file
     with pytest.raises(FileNotFoundError, match=fix):
         source().load()
-
-
-def _trl_comparison():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "trl_comparison.py"
-    spec = importlib.util.spec_from_file_location("trl_comparison", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _step(seconds, rollout, length, reward, loss, grad_norm):
-    return dict(seconds=seconds, rollout=rollout, response_length=length, reward=reward, loss=loss, grad_norm=grad_norm)
-
-
-def test_trl_comparison_summary_leaves_out_the_untimed_first_step():
-    steps = [
-        _step(None, 9.0, 99.0, 1.0, 5.0, 7.0),
-        _step(2.0, 0.5, 10.0, 0.25, 0.5, 1.0),
-        _step(4.0, 1.5, 20.0, 0.75, -1.5, 3.0),
-    ]
-    summary = _trl_comparison().summarize(steps, responses_per_step=8)
-    # tokens/s: (10 + 20) x 8 responses / (2 + 4) s
-    assert summary == {
-        "steps": 2,
-        "seconds": 3.0,
-        "tokens_per_s": 40.0,
-        "rollout": 1.0,
-        "response_length": 15.0,
-        "reward": 0.5,
-        "loss": -0.5,
-        "grad_norm": 2.0,
-    }
-
-
-def test_trl_comparison_tables():
-    bench = _trl_comparison()
-    ours = bench.summarize([_step(None, 1.0, 1.0, 0.0, 0.0, 0.0), _step(2.0, 0.5, 16.0, 0.25, -0.5, 2.0)], 128)
-    trl = bench.summarize([_step(None, 1.0, 1.0, 0.0, 0.0, 0.0), _step(5.0, 3.0, 20.0, 0.5, 0.25, 0.5)], 128)
-    table = bench.tables([{"scale": "quickstart", "setting": "16 x 8, <= 64 tokens", "stable-rl": ours, "trl": trl}])
-    assert (
-        table.splitlines()[2]
-        == "| quickstart | 16 x 8, <= 64 tokens | 1 | 2.00 | 5.00 | 2.50x | 16.0 | 20.0 | 1024 | 512 |"
-    )
-    assert table.splitlines()[-2:] == [
-        "| quickstart | stable-rl | 0.50 | 1.50 | 0.250 | -0.5000 | 2.000 |",
-        "| quickstart | trl | 3.00 | 2.00 | 0.500 | 0.2500 | 0.500 |",
-    ]
