@@ -91,36 +91,34 @@ def test_a_yaml_syntax_error_names_the_config_file_and_line(tmp_path, capsys, mo
     assert f"error: config file {bad} is not valid YAML: {message}" in capsys.readouterr().err
 
 
-def test_a_renamed_setting_is_named_with_its_new_name(tmp_path, capsys, monkeypatch):
-    """``data.init_args.benchmarks`` became ``eval_sets`` (the word is the performance scripts'): a config file
-    or a command line with the old key is told the new one, not only that the key is unknown."""
+@pytest.mark.parametrize(
+    ("old_yaml", "in_file", "old_arg", "on_command_line"),
+    [
+        (  # "benchmarks" are the performance scripts now
+            "data:\n  init_args:\n    benchmarks:\n      heldout: null\n",
+            "data.init_args.benchmarks is now data.init_args.eval_sets: rename it there",
+            "--data.init_args.benchmarks={}",
+            "error: --data.init_args.benchmarks is now --data.init_args.eval_sets",
+        ),
+        (  # RL moved beside SFT (stable_rl.rl)
+            "model:\n  class_path: stable_rl.module.PolicyModule\n",
+            "model.class_path: stable_rl.module.PolicyModule is now stable_rl.rl.PolicyModule",
+            "--data.class_path=stable_rl.data.RolloutDataModule",
+            "--data.class_path: stable_rl.data.RolloutDataModule is now stable_rl.rl.RolloutDataModule",
+        ),
+    ],
+    ids=["renamed-setting", "moved-class"],
+)
+def test_an_old_name_is_told_its_new_one(tmp_path, capsys, monkeypatch, old_yaml, in_file, old_arg, on_command_line):
+    """A config file or a command line with a renamed setting or a moved class path is told the new name, not
+    only that the key is unknown or the class cannot be found."""
     monkeypatch.setattr("sys.argv", ["stable-rl"])
     old = tmp_path / "old.yaml"
-    old.write_text("data:\n  init_args:\n    benchmarks:\n      heldout: null\n")
+    old.write_text(old_yaml)
     quickstart = f"--config={REPO / 'recipes/quickstart.yaml'}"
     with pytest.raises(SystemExit):
         main(["fit", quickstart, f"--config={old}"])
-    assert f"error: {old}: data.init_args.benchmarks is now data.init_args.eval_sets: rename it there" in (
-        capsys.readouterr().err
-    )
+    assert f"error: {old}: {in_file}" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["fit", quickstart, "--data.init_args.benchmarks={}"])
-    assert "error: --data.init_args.benchmarks is now --data.init_args.eval_sets" in capsys.readouterr().err
-
-
-def test_a_moved_class_is_named_with_its_new_path(tmp_path, capsys, monkeypatch):
-    """RL moved beside SFT (``stable_rl.rl``): a config naming ``stable_rl.module.PolicyModule`` is told the new
-    class path, not only that the class cannot be found."""
-    monkeypatch.setattr("sys.argv", ["stable-rl"])
-    old = tmp_path / "old.yaml"
-    old.write_text("model:\n  class_path: stable_rl.module.PolicyModule\n")
-    quickstart = f"--config={REPO / 'recipes/quickstart.yaml'}"
-    with pytest.raises(SystemExit):
-        main(["fit", quickstart, f"--config={old}"])
-    expected = f"error: {old}: model.class_path: stable_rl.module.PolicyModule is now stable_rl.rl.PolicyModule"
-    assert expected in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        main(["fit", quickstart, "--data.class_path=stable_rl.data.RolloutDataModule"])
-    assert "--data.class_path: stable_rl.data.RolloutDataModule is now stable_rl.rl.RolloutDataModule" in (
-        capsys.readouterr().err
-    )
+        main(["fit", quickstart, old_arg])
+    assert on_command_line in capsys.readouterr().err
