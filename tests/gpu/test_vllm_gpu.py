@@ -166,11 +166,16 @@ def test_routes_of_a_model_with_dense_layers_are_its_moe_layers(tiny_partly_dens
     assert route_agreement(policy(tiny_partly_dense_path), samples, 2) > 0.99
 
 
-def fresh_samples(path: str, scheme: str, tokenizer):
-    """What an FP8 engine started on the weights at ``path`` samples (seed 5, step 1)."""
-    engine = VLLMEngine(
+def fp8_engine(scheme: str) -> VLLMEngine:
+    """The FP8 test's engine (seed 5): a synced one and fresh ones must be set up alike."""
+    return VLLMEngine(
         sleep_mode=False, max_new_tokens=32, dtype="bfloat16", seed=5, kv_cache_memory_bytes=KV, quantization=scheme
     )
+
+
+def fresh_samples(path: str, scheme: str, tokenizer):
+    """What an FP8 engine started on the weights at ``path`` samples (step 1)."""
+    engine = fp8_engine(scheme)
     engine.start(path, max_model_len=128)
     try:
         return engine.generate(prompts(tokenizer), group_size=4, step=1)
@@ -194,9 +199,7 @@ def test_fp8_engine_after_a_sync_samples_what_a_fresh_engine_on_the_synced_weigh
                 tiny_model_path, max_model_len=128
             )
         return
-    synced = VLLMEngine(
-        sleep_mode=False, max_new_tokens=32, dtype="bfloat16", seed=5, kv_cache_memory_bytes=KV, quantization=scheme
-    )
+    synced = fp8_engine(scheme)
     synced.start(tiny_model_path, max_model_len=128)
     model = policy(tiny_model_path, dtype=torch.bfloat16)
     perturb_(model, seed=2)
