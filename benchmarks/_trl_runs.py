@@ -42,7 +42,7 @@ def optimizer_of(optimizer) -> dict:
     }
 
 
-def run_stable_rl(workload: dict, steps: int, config: str, engine: str | None) -> dict:
+def run_stable_rl(workload: dict, steps: int, config: list[str], engine: str | None) -> dict:
     """``stable-rl fit`` on the recipe with the workload's overrides for ``steps`` global steps,
     validation, checkpoints and logging off; ``engine``: another rollout engine class than the recipe's."""
     import lightning as L
@@ -83,7 +83,7 @@ def run_stable_rl(workload: dict, steps: int, config: str, engine: str | None) -
 
     probe = Probe()
     args = [
-        f"--config={config}",
+        *(f"--config={c}" for c in config),
         f"--trainer.max_steps={steps}",
         "--trainer.limit_val_batches=0",
         "--trainer.enable_progress_bar=false",

@@ -70,6 +70,7 @@ def main() -> None:
     fit_with(
         probe,
         [
+            "--config=recipes/minirl.yaml",
             "--config=recipes/quickstart.yaml",
             "--trainer.max_steps=-1",
             "--trainer.max_epochs=-1",

@@ -3,7 +3,7 @@ framework's overhead, from the ``time/`` metrics every run logs. Runs a recipe f
 prints the mean seconds of each phase and its share of the step (the first step, which starts the
 engine, and validation are left out).
 
-    python benchmarks/step_breakdown.py [--config recipes/quickstart.yaml ...] [--steps 10] [-- fit args]
+    python benchmarks/step_breakdown.py [--config recipes/minirl.yaml recipes/quickstart.yaml ...] [--steps 10] [-- fit args]
 """
 
 import argparse
@@ -28,7 +28,7 @@ class StepTimes(L.Callback):
 def main() -> None:
     own, extra = split_extra(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", nargs="+", default=["recipes/quickstart.yaml"])
+    parser.add_argument("--config", nargs="+", default=["recipes/minirl.yaml", "recipes/quickstart.yaml"])
     parser.add_argument("--steps", type=int, default=10, help="global steps measured (one more is run)")
     args = parser.parse_args(own)
 

@@ -13,7 +13,7 @@ Variants, each run in its own process:
 - ``trl-cb``: the same with ``use_transformers_continuous_batching=True`` (transformers' ``generate_batch``);
   if it fails, its error is printed instead of a row.
 
-Workloads (``WORKLOADS``), both from ``recipes/quickstart.yaml`` (reasoning-gym basic_arithmetic + chain_sum,
+Workloads (``WORKLOADS``), both from the quickstart (``recipes/minirl.yaml`` + ``recipes/quickstart.yaml``; reasoning-gym basic_arithmetic + chain_sum,
 G = 8, T = 1, top_p = 1, top_k = 0, AdamW lr 1e-4 constant, weight decay 0, gradient clip 1.0, float32,
 seed 0):
 
@@ -72,7 +72,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _fit, _trl_runs
 
-RECIPE = "recipes/quickstart.yaml"
+RECIPE = ["recipes/minirl.yaml", "recipes/quickstart.yaml"]  # the config stack of the main job
 # Overrides of the recipe per workload (None: the recipe's own).
 WORKLOADS = {
     "quickstart": {"model_path": None, "prompts": None, "max_tokens": None},
@@ -94,11 +94,11 @@ TRL_LOSS = {
 TRL_IS = "no training-inference importance sampling (TRL applies it only to vLLM rollouts)"
 
 
-def recipe_setting(path: str) -> dict:
-    """What both frameworks take from the recipe."""
-    import yaml
+def recipe_setting(configs: list[str]) -> dict:
+    """What both frameworks take from the recipe: its config stack as ``stable-rl fit`` merges it."""
+    from stable_rl.cli import main
 
-    recipe = yaml.safe_load(Path(path).read_text())
+    recipe = main([f"--config={c}" for c in configs], run=False).config.as_dict()
     model, data = recipe["model"]["init_args"], recipe["data"]["init_args"]
     engine = data["engine"]["init_args"]
     return {
@@ -201,12 +201,12 @@ def child_env(threads: int) -> dict:
     return os.environ | {"OMP_NUM_THREADS": str(threads), "VLLM_CPU_OMP_THREADS_BIND": cores}
 
 
-def run_child(variant: str, workload: str, steps: int, config: str, threads: int) -> dict:
+def run_child(variant: str, workload: str, steps: int, config: list[str], threads: int) -> dict:
     """One run in its own process (variants and workloads share nothing): {"steps", "optimizer", "threads"}
     or {"error"}."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         command = [sys.executable, __file__, "--child", variant, workload, str(steps), out.name]
-        command += ["--config", config, "--threads", str(threads)]
+        command += ["--config", *config, "--threads", str(threads)]
         done = subprocess.run(command, env=child_env(threads))
         text = Path(out.name).read_text()
     if not text:
@@ -214,7 +214,7 @@ def run_child(variant: str, workload: str, steps: int, config: str, threads: int
     return json.loads(text)
 
 
-def child(variant: str, workload: dict, steps: int, config: str, threads: int) -> dict:
+def child(variant: str, workload: dict, steps: int, config: list[str], threads: int) -> dict:
     """The run of one variant, in this (child) process."""
     from _trl_runs import pin, run_stable_rl, run_trl
 
@@ -237,7 +237,7 @@ def main() -> None:
     parser.add_argument("--quickstart-steps", type=int, default=10, help="steps timed (one more is run)")
     parser.add_argument("--long-steps", type=int, default=3, help="steps timed (one more is run)")
     parser.add_argument("--threads", type=int, default=2, help="cores (0..T-1) and torch threads of each run")
-    parser.add_argument("--config", default=RECIPE)
+    parser.add_argument("--config", nargs="+", default=RECIPE, help="the recipe's config stack")
     parser.add_argument("--child", nargs=4, metavar=("VARIANT", "WORKLOAD", "STEPS", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     recipe = recipe_setting(args.config)
@@ -269,7 +269,7 @@ def main() -> None:
                 results[name][variant].append(summarize(result["steps"]))
 
     print(
-        f"\n{args.config} (T = {recipe['temperature']}, lr {recipe['lr']}, float32, G = {recipe['group_size']}); "
+        f"\n{' '.join(args.config)} (T = {recipe['temperature']}, lr {recipe['lr']}, float32, G = {recipe['group_size']}); "
         f"{args.repeats} interleaved round(s), each run pinned to {args.threads} core(s) and thread(s); "
         f"forwards of {recipe['micro_batch_size']} rows both sides; stable-rl: MiniRL; TRL GRPOTrainer: "
         + ", ".join(f"{k}={v}" for k, v in TRL_LOSS.items())

@@ -1,6 +1,6 @@
 """``stable-rl``: LightningCLI over the PolicyModule and RolloutDataModule.
 
-stable-rl fit --config recipes/quickstart.yaml
+stable-rl fit --config recipes/minirl.yaml --config recipes/quickstart.yaml
 stable-rl fit --config recipes/minirl.yaml --config recipes/paper/grpo.yaml
 """
 

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FIT = [sys.executable, "-m", "stable_rl.cli", "fit", "--config=recipes/quickstart.yaml", "--trainer.max_steps=1"]
+FIT = [
+    sys.executable,
+    "-m",
+    "stable_rl.cli",
+    "fit",
+    "--config=recipes/minirl.yaml",
+    "--config=recipes/quickstart.yaml",
+    "--trainer.max_steps=1",
+]
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted(
     p for p in (REPO / "recipes").glob("**/*.yaml") if not {"large", "gpu", "frontier", "long"} & set(p.parts)
 )  # GPUs only
+QUICKSTART_STACK = "recipes/minirl.yaml recipes/quickstart.yaml"  # the main job: an overlay on minirl.yaml
 SMALL = [
     "--data.init_args.prompts_per_step=2",
     "--data.init_args.group_size=2",
@@ -73,6 +74,7 @@ def test_quickstart_rolls_out_with_the_weights_of_the_step_before(tmp_path):
     although every update moves the log-probs by far more than the tolerance."""
     cli = main(
         [
+            "--config=recipes/minirl.yaml",
             "--config=recipes/quickstart.yaml",
             "--trainer.max_steps=4",
             f"--trainer.logger.init_args.save_dir={tmp_path}",
@@ -175,7 +177,7 @@ def test_the_grid_arms_are_their_overlays_stacked(overlays, updates, clip, repla
 )
 def test_bad_config_is_rejected_with_its_name(override, message, capsys):
     with pytest.raises(SystemExit):
-        main(["fit", "--config=recipes/quickstart.yaml", override])
+        main(["fit", "--config=recipes/minirl.yaml", "--config=recipes/quickstart.yaml", override])
     assert message in capsys.readouterr().err
 
 
@@ -188,7 +190,7 @@ def test_sweep_then_report(tmp_path):
         "--trainer.max_steps=2",
         "--trainer.limit_val_batches=0",
     ]
-    sweep(["--recipes", "recipes/quickstart.yaml", "--seeds", "0", "1", "--save-dir", str(tmp_path), "--", *tiny])
+    sweep(["--recipes", QUICKSTART_STACK, "--seeds", "0", "1", "--save-dir", str(tmp_path), "--", *tiny])
     runs = [tmp_path / f"quickstart-s{seed}" / "version_0" for seed in (0, 1)]
     rewards = [(run / "metrics.csv").read_text() for run in runs]
     assert rewards[0] != rewards[1]  # different seeds, different runs

@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 STEPS = 5
 RUN = [
     "fit",
+    "--config=recipes/minirl.yaml",
     "--config=recipes/quickstart.yaml",
     f"--trainer.max_steps={STEPS}",
     "--trainer.enable_progress_bar=false",

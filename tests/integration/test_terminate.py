@@ -26,7 +26,15 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 def test_sigterm_keeps_a_checkpoint_exits_143_and_ckpt_path_last_resumes_it(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    fit = [sys.executable, "-m", "stable_rl.cli", "fit", "--config=recipes/quickstart.yaml", *SMALL]
+    fit = [
+        sys.executable,
+        "-m",
+        "stable_rl.cli",
+        "fit",
+        "--config=recipes/minirl.yaml",
+        "--config=recipes/quickstart.yaml",
+        *SMALL,
+    ]
     fit.append(f"--trainer.logger.init_args.save_dir={tmp_path}")
     run_dir = tmp_path / "quickstart" / "version_0"
     with open(tmp_path / "first.err", "w") as stderr:  # a file, not a pipe: vLLM's logs would fill a pipe

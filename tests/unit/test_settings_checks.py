@@ -87,7 +87,7 @@ def test_a_yaml_syntax_error_names_the_config_file_and_line(tmp_path, capsys, mo
     bad = tmp_path / "bad.yaml"
     bad.write_text(text)
     with pytest.raises(SystemExit):
-        main(["fit", f"--config={REPO / 'recipes/quickstart.yaml'}", "--config", str(bad)])
+        main(["fit", f"--config={REPO / 'recipes/minirl.yaml'}", "--config", str(bad)])
     assert f"error: config file {bad} is not valid YAML: {message}" in capsys.readouterr().err
 
 
@@ -115,10 +115,10 @@ def test_an_old_name_is_told_its_new_one(tmp_path, capsys, monkeypatch, old_yaml
     monkeypatch.setattr("sys.argv", ["stable-rl"])
     old = tmp_path / "old.yaml"
     old.write_text(old_yaml)
-    quickstart = f"--config={REPO / 'recipes/quickstart.yaml'}"
+    base = f"--config={REPO / 'recipes/minirl.yaml'}"
     with pytest.raises(SystemExit):
-        main(["fit", quickstart, f"--config={old}"])
+        main(["fit", base, f"--config={old}"])
     assert f"error: {old}: {in_file}" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["fit", quickstart, old_arg])
+        main(["fit", base, old_arg])
     assert on_command_line in capsys.readouterr().err

@@ -35,7 +35,17 @@ def test_orthogonal_overlays_name_a_run_together():
 
 
 def test_dry_run_prints_the_commands(capsys):
-    main(["--recipes", "recipes/quickstart.yaml", "--seeds", "1", "--dry-run", "--", "--trainer.max_steps=5"])
+    main(
+        [
+            "--recipes",
+            "recipes/minirl.yaml recipes/quickstart.yaml",
+            "--seeds",
+            "1",
+            "--dry-run",
+            "--",
+            "--trainer.max_steps=5",
+        ]
+    )
     line = capsys.readouterr().out.strip()
     assert shlex.split(line)[-4:] == [
         "--seed_everything=1",
