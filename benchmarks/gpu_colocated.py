@@ -60,6 +60,8 @@ def generation_rows(model_dir: str, config, args, hw, weight_bytes: float, activ
     ]
     rows = []
     for name, options, batches in settings:
+        if not name.startswith(tuple(args.engines)):
+            continue
         engine = VLLMEngine(
             max_new_tokens=args.response,
             dtype="bfloat16",
@@ -209,6 +211,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--step-response", type=int, default=512, help="colocated steps: max response tokens")
     parser.add_argument("--colocated-memory", type=float, default=0.4, help="gpu_memory_utilization, colocated")
     parser.add_argument("--only", choices=["generation", "colocated"], default=None)
+    parser.add_argument(
+        "--engines", nargs="+", default=["eager", "CUDA graphs"], help="generation: engine settings (name prefixes)"
+    )
     parser.set_defaults(prompts=8, group=8, steps=6)
     return parser
 
