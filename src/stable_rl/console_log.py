@@ -1,0 +1,100 @@
+"""What the terminal of ``stable-rl fit`` shows: the progress bar (reward, KL, entropy), stable-rl's own
+warnings and the summary. Every other line (vLLM's and Lightning's logs, library warnings, C++ messages on
+stderr) goes to ``console.log`` in the run's log directory; ``STABLE_RL_VERBOSE=1`` keeps them all on the
+terminal. Only the ``stable-rl`` console script does this; ``stable_rl.cli.main`` (tests, notebooks) leaves
+the streams alone."""
+
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+VERBOSE = "STABLE_RL_VERBOSE"
+LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")
+
+
+class StableRLWarning(UserWarning):
+    """A warning for the person watching the run (collapse signs, ...): on the terminal as well as in the log."""
+
+
+class ConsoleLog:
+    """Sends file descriptor 2, Python warnings and vLLM's log records to ``path`` between ``start`` and
+    ``stop``; warnings of category ``StableRLWarning`` are also printed on the terminal."""
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+        self._restore: Callable[[], None] | None = None
+
+    @property
+    def active(self) -> bool:
+        return self._restore is not None
+
+    def start(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        log = open(path, "a", buffering=1)  # noqa: SIM115 (closed by stop)
+        sys.stderr.flush()
+        saved_fd = os.dup(2)
+        terminal = os.fdopen(os.dup(saved_fd), "w", buffering=1)
+        os.dup2(log.fileno(), 2)  # C++ and child-process output, Lightning's log handler (made on stderr)
+        saved_stderr, sys.stderr = sys.stderr, log_stream(log)  # Python's writes (tqdm bars, ...)
+
+        def show(message, category, filename, lineno, file=None, line=None) -> None:
+            log.write(warnings.formatwarning(message, category, filename, lineno, line))
+            if issubclass(category, StableRLWarning):
+                terminal.write(f"warning: {message}\n")
+
+        saved_showwarning, warnings.showwarning = warnings.showwarning, show
+        for name in LIGHTNING_LOGGERS:  # their records go to the log from now on (their handler is on fd 2)
+            logging.getLogger(name).setLevel(logging.INFO)
+        # vLLM would print its records to stdout (its own handler): into the log instead, once it is imported
+        os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+        handler = logging.StreamHandler(log)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        vllm = logging.getLogger("vllm")
+        saved_handlers, vllm.handlers = vllm.handlers, [handler]  # vLLM's own, if it was imported already
+        vllm.propagate = False
+
+        def restore() -> None:
+            sys.stderr.flush()
+            sys.stderr = saved_stderr
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+            warnings.showwarning = saved_showwarning
+            vllm.handlers = saved_handlers
+            terminal.close()
+            log.close()
+
+        self._restore = restore
+
+    def stop(self) -> None:
+        """Back to the terminal (also after an error, so that its traceback is seen)."""
+        if self._restore is not None:
+            self._restore()
+            self._restore = None
+
+
+def log_stream(file):
+    """``file`` as ``sys.stderr``. Lightning's rich progress bar, while it runs, sends whatever is written to
+    ``sys.stderr`` to the terminal through a ``rich.file_proxy.FileProxy``, unless ``sys.stderr`` already is
+    one: so it is one, writing into the log."""
+    try:
+        from rich.console import Console
+        from rich.file_proxy import FileProxy
+    except ImportError:  # no rich: Lightning's progress bar is tqdm's, which leaves sys.stderr alone
+        return file
+    return FileProxy(Console(file=file, force_terminal=False, soft_wrap=True), file)
+
+
+def quiet_lightning_info() -> None:
+    """Lightning's start-up lines ("Seed set to 0", "GPU available: ...", its tips) are not printed: they
+    come before the run's directory, and so its log, exists."""
+    for name in LIGHTNING_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def wanted() -> bool:
+    """Whether the terminal is kept short (not with ``STABLE_RL_VERBOSE=1``)."""
+    return os.environ.get(VERBOSE, "0") in ("", "0")

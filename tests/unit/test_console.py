@@ -1,0 +1,58 @@
+"""The terminal of ``stable-rl fit``: a progress bar counting steps, and every line not meant for the terminal
+in the run's ``console.log``."""
+
+import logging
+import os
+import sys
+import warnings
+
+import lightning as L
+from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
+from lightning.pytorch.demos.boring_classes import BoringModel
+
+from stable_rl.callbacks.progress_bar import StepProgressBar, replace_default_bar
+from stable_rl.console_log import ConsoleLog, StableRLWarning
+
+
+def test_the_log_takes_every_stream_and_the_terminal_keeps_stable_rls_warnings(tmp_path, capfd):
+    log = ConsoleLog()
+    log.start(tmp_path / "run" / "console.log")
+    try:
+        os.write(2, b"from C++\n")
+        print("from python", file=sys.stderr)
+        logging.getLogger("vllm.engine").warning("from vllm")
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("from a library", DeprecationWarning, stacklevel=1)
+            warnings.warn("reward below half its best", StableRLWarning, stacklevel=1)
+    finally:
+        log.stop()
+    print("after", file=sys.stderr)
+
+    text = (tmp_path / "run" / "console.log").read_text()
+    for line in ("from C++", "from python", "WARNING vllm.engine: from vllm", "DeprecationWarning: from a library"):
+        assert line in text, text
+    assert "StableRLWarning: reward below half its best" in text
+    assert capfd.readouterr().err == "warning: reward below half its best\nafter\n"
+    assert logging.getLogger("vllm").handlers == [] and not log.active
+
+
+def test_the_bar_says_training_not_epoch_0_of_minus_2(tmp_path):
+    bar = StepProgressBar()
+    trainer = L.Trainer(
+        max_steps=2,
+        callbacks=[bar],
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
+    trainer.fit(BoringModel())
+    assert [task.description for task in bar.progress.tasks] == ["Training  "]  # as wide as "Validation"
+
+
+def test_only_lightnings_default_bar_is_replaced():
+    mine = type("MyBar", (RichProgressBar,), {})()
+    callbacks = [RichProgressBar(), mine, TQDMProgressBar()]
+    replace_default_bar(callbacks)
+    assert [type(c) for c in callbacks] == [StepProgressBar, type(mine), TQDMProgressBar]
