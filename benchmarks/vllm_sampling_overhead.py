@@ -1,8 +1,10 @@
 """What vLLM's per-request work costs a rollout: a seed for every request (what ``VLLMEngine`` sets, so a
-step's samples never depend on the batch around them: exact resume) and detokenizing every request at every
-decode step (which ``VLLMEngine`` turns off: the rollout keeps token ids). The same requests with each of
-the four settings, interleaved over ``--repeats`` rounds in one process; prints the median tokens/s with
-its range and the ratio to stable-rl's setting (seeded, not detokenized).
+step's samples never depend on the batch around them: exact resume), detokenizing every request at every
+decode step (which ``VLLMEngine`` turns off: the rollout keeps token ids), and returning each sampled token's
+log-prob (log mu, which stable-rl needs) as vLLM's per-token dicts, as its flat lists (``flat_logprobs``), or
+not at all (the bound of what log-probs cost). The same requests with each setting, interleaved over
+``--repeats`` rounds in one process; prints the median tokens/s with its range and the ratio to stable-rl's
+setting (seeded, not detokenized, per-token dicts).
 
     python benchmarks/vllm_sampling_overhead.py                          # CPU: the tiny model, B=256 x 64 tokens
     python benchmarks/vllm_sampling_overhead.py --model random --batch 256 --prompt 256 --response 256  # a GPU
@@ -23,11 +25,13 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 import torch
 
-SETTINGS = [  # (seeded, detokenize)
-    (True, False),  # stable-rl
-    (True, True),
-    (False, False),
-    (False, True),
+SETTINGS = [  # (seeded, detokenize, log-probs)
+    (True, False, "dicts"),  # stable-rl
+    (True, True, "dicts"),
+    (False, False, "dicts"),
+    (False, True, "dicts"),
+    (True, False, "flat"),
+    (True, False, "none"),
 ]
 
 
@@ -45,7 +49,7 @@ def engine(args):
     return LLM(model=args.model, **options)
 
 
-def rate(llm, prompts, args, seeded: bool, detokenize: bool, round_: int) -> float:
+def rate(llm, prompts, args, seeded: bool, detokenize: bool, logprobs: str, round_: int) -> float:
     from vllm import SamplingParams
 
     params = [
@@ -53,7 +57,8 @@ def rate(llm, prompts, args, seeded: bool, detokenize: bool, round_: int) -> flo
             temperature=1.0,
             max_tokens=args.response,
             min_tokens=args.response,
-            logprobs=0,
+            logprobs=None if logprobs == "none" else 0,
+            flat_logprobs=logprobs == "flat",
             seed=1000 * round_ + i if seeded else None,
             detokenize=detokenize,
         )
@@ -87,11 +92,11 @@ def main() -> None:
         TokensPrompt(prompt_token_ids=torch.randint(10, 1000, (args.prompt,), generator=g).tolist())
         for _ in range(args.batch)
     ]
-    rate(llm, prompts[:8], args, True, True, 0)  # warm-up
-    rates: dict[tuple[bool, bool], list[float]] = {s: [] for s in SETTINGS}
+    rate(llm, prompts[:8], args, True, True, "dicts", 0)  # warm-up
+    rates: dict[tuple[bool, bool, str], list[float]] = {s: [] for s in SETTINGS}
     for round_ in range(1, args.repeats + 1):
-        for seeded, detokenize in SETTINGS:
-            rates[(seeded, detokenize)].append(rate(llm, prompts, args, seeded, detokenize, round_))
+        for setting in SETTINGS:
+            rates[setting].append(rate(llm, prompts, args, *setting, round_))
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {torch.get_num_threads()} threads"
     import vllm
 
@@ -99,13 +104,14 @@ def main() -> None:
         f"\n{device}, vLLM {vllm.__version__}, {args.model}: {args.batch} requests x ({args.prompt} prompt + "
         f"{args.response} response tokens), {args.repeats} interleaved rounds\n"
     )
-    print("| per-request seed | detokenize | tokens/s, median (min-max) | vs stable-rl's setting |")
-    print("|---|---|---|---|")
+    print("| per-request seed | detokenize | log-probs | tokens/s, median (min-max) | vs stable-rl's setting |")
+    print("|---|---|---|---|---|")
     base = statistics.median(rates[SETTINGS[0]])
-    for (seeded, detokenize), values in rates.items():
+    for (seeded, detokenize, logprobs), values in rates.items():
         median = statistics.median(values)
         print(
-            f"| {'yes' if seeded else 'no'} | {'yes' if detokenize else 'no'} | {median:,.0f} ({min(values):,.0f}-"
+            f"| {'yes' if seeded else 'no'} | {'yes' if detokenize else 'no'} | {logprobs} | {median:,.0f} "
+            f"({min(values):,.0f}-"
             f"{max(values):,.0f}) | {median / base:.2f}x |"
         )
 
