@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 VERBOSE = "STABLE_RL_VERBOSE"
+LOG_DIR = "STABLE_RL_CONSOLE_LOG_DIR"  # rank 0's log directory, inherited by the processes Lightning starts
 LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")
 
 
@@ -74,6 +75,20 @@ class ConsoleLog:
         if self._restore is not None:
             self._restore()
             self._restore = None
+
+
+def log_path(trainer) -> Path | None:
+    """Where a process of the run logs: rank 0 into ``console.log`` in the run's log directory, which the
+    processes Lightning starts from it inherit (``console-rank<r>.log`` beside it: their own logger would
+    number another version); a process started by another launcher (another node) is left on its terminal."""
+    rank = trainer.global_rank
+    if inherited := os.environ.get(LOG_DIR):
+        return Path(inherited) / f"console-rank{rank}.log"
+    if rank != 0:
+        return None
+    directory = Path(trainer.log_dir or trainer.default_root_dir)
+    os.environ[LOG_DIR] = str(directory)
+    return directory / "console.log"
 
 
 def log_stream(file):

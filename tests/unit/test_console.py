@@ -5,13 +5,14 @@ import logging
 import os
 import sys
 import warnings
+from types import SimpleNamespace
 
 import lightning as L
 from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from lightning.pytorch.demos.boring_classes import BoringModel
 
 from stable_rl.callbacks.progress_bar import StepProgressBar, replace_default_bar
-from stable_rl.console_log import ConsoleLog, StableRLWarning
+from stable_rl.console_log import LOG_DIR, ConsoleLog, StableRLWarning, log_path
 
 
 def test_the_log_takes_every_stream_and_the_terminal_keeps_stable_rls_warnings(tmp_path, capfd):
@@ -56,3 +57,12 @@ def test_only_lightnings_default_bar_is_replaced():
     callbacks = [RichProgressBar(), mine, TQDMProgressBar()]
     replace_default_bar(callbacks)
     assert [type(c) for c in callbacks] == [StepProgressBar, type(mine), TQDMProgressBar]
+
+
+def test_rank_0_logs_in_the_run_directory_and_the_processes_it_starts_beside_it(tmp_path, monkeypatch):
+    monkeypatch.setenv(LOG_DIR, "")  # none inherited; restored after the test
+    run = tmp_path / "quickstart" / "version_0"
+    assert log_path(SimpleNamespace(global_rank=1, log_dir=str(tmp_path / "other"), default_root_dir=".")) is None
+    assert log_path(SimpleNamespace(global_rank=0, log_dir=str(run), default_root_dir=".")) == run / "console.log"
+    child = SimpleNamespace(global_rank=1, log_dir=str(tmp_path / "quickstart" / "version_1"), default_root_dir=".")
+    assert log_path(child) == run / "console-rank1.log"  # inherited: not the version its own logger would pick
