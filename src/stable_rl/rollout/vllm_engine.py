@@ -63,6 +63,8 @@ class VLLMEngine(RolloutEngine):
         quantization: FP8 rollouts of a bfloat16/float16 engine (the paper's mismatch; Hopper GPUs and newer):
             "fp8_per_tensor" (alias "fp8") or "fp8_per_channel" (vLLM >= 0.33); weights are quantized as they are loaded,
             also after each sync. None = ``dtype``.
+        kv_cache_dtype: "fp8" (= "fp8_e4m3") or "fp8_e5m2": vLLM keeps keys and values in 8 bits, scale 1.0 (the
+            FP8 KV-cache rung of the mismatch ladder, which ``HFEngine`` simulates); "auto": ``dtype``.
         prefix_caching: reuse the KV (and routes) of prompt prefixes that G samples share; None: on only
             where the installed vLLM needs it to return routes (>= 0.32 on GPUs), so samples never depend on
             what an earlier request left in the cache. The cache is reset after every weight sync.
@@ -82,6 +84,7 @@ class VLLMEngine(RolloutEngine):
         max_num_seqs: int | None = None,
         tensor_parallel_size: int = 1,
         quantization: str | None = None,
+        kv_cache_dtype: str = "auto",
         prefix_caching: bool | None = None,
         return_routes: bool = False,
     ) -> None:
@@ -95,6 +98,7 @@ class VLLMEngine(RolloutEngine):
         self.tensor_parallel_size = tensor_parallel_size
         self.quantization = quantization
         self.fp8_scheme = fp8_scheme(quantization, dtype)
+        self.kv_cache_dtype = _check_kv_cache_dtype(kv_cache_dtype)
         self.prefix_caching = prefix_caching
         self.moe_layers: list[int] | None = None  # decoder layers whose route columns vLLM fills (GPU routes)
         self.platform: VLLMPlatform | None = None  # the installed vLLM, read at start
@@ -213,6 +217,7 @@ class VLLMEngine(RolloutEngine):
             "enable_prefix_caching": self._prefix_caching(platform),
             "quantization": self.fp8_scheme,
             "enable_sleep_mode": self._sleeps(platform),
+            "kv_cache_dtype": self.kv_cache_dtype,
         }
         if self.max_num_seqs is not None:
             options["max_num_seqs"] = self.max_num_seqs
@@ -432,3 +437,15 @@ def _routes_of(routed_experts: np.ndarray | None, positions: int, moe_layers: li
     kept = min(positions, len(routed_experts))
     routes[:kept] = routed_experts[:kept, moe_layers]
     return routes
+
+
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+def _check_kv_cache_dtype(kv_cache_dtype: str) -> str:
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise ValueError(
+            f"data.engine.init_args.kv_cache_dtype: {kv_cache_dtype!r} is not a KV-cache type of vLLM's that "
+            f"stable-rl passes on: use one of {', '.join(KV_CACHE_DTYPES)}"
+        )
+    return kv_cache_dtype
