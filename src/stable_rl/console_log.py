@@ -56,7 +56,7 @@ class ConsoleLog:
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         vllm = logging.getLogger("vllm")
         saved_handlers, vllm.handlers = vllm.handlers, [handler]  # vLLM's own, if it was imported already
-        vllm.propagate = False
+        saved_propagate, vllm.propagate = vllm.propagate, False
 
         def restore() -> None:
             sys.stderr.flush()
@@ -64,7 +64,7 @@ class ConsoleLog:
             os.dup2(saved_fd, 2)
             os.close(saved_fd)
             warnings.showwarning = saved_showwarning
-            vllm.handlers = saved_handlers
+            vllm.handlers, vllm.propagate = saved_handlers, saved_propagate
             terminal.close()
             log.close()
 

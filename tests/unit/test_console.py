@@ -16,6 +16,8 @@ from stable_rl.console_log import LOG_DIR, ConsoleLog, StableRLWarning, log_path
 
 
 def test_the_log_takes_every_stream_and_the_terminal_keeps_stable_rls_warnings(tmp_path, capfd):
+    vllm = logging.getLogger("vllm")
+    vllm_handlers, vllm_propagate = list(vllm.handlers), vllm.propagate  # vLLM's own, if another test imported it
     log = ConsoleLog()
     log.start(tmp_path / "run" / "console.log")
     try:
@@ -35,7 +37,7 @@ def test_the_log_takes_every_stream_and_the_terminal_keeps_stable_rls_warnings(t
         assert line in text, text
     assert "StableRLWarning: reward below half its best" in text
     assert capfd.readouterr().err == "warning: reward below half its best\nafter\n"
-    assert logging.getLogger("vllm").handlers == [] and not log.active
+    assert (vllm.handlers, vllm.propagate, log.active) == (vllm_handlers, vllm_propagate, False)
 
 
 def test_the_bar_says_training_not_epoch_0_of_minus_2(tmp_path):
