@@ -194,8 +194,10 @@ def colocated_row(model_dir: str, config, args, sleep_mode: bool) -> dict:
     def median(values):
         return statistics.median(values[later])
 
+    phases = [data.times[phase][later] for phase in ("sync", "rollout", "sleep")] + [peak.updates[later]]
     return {
         "sleep_mode": sleep_mode,
+        "steps": [sum(step) for step in zip(*phases, strict=True)],  # each timed step's sum of the phases
         **{phase: median(values) for phase, values in data.times.items()},
         "update": median(peak.updates),
         "at_start": median(data.at_start),
@@ -254,15 +256,16 @@ def main() -> None:
             f"{args.steps}:\n"
         )
         print(
-            "| sleep_mode | sync s | rollout s | sleep s | pi_old + update s | step s | in use at the update's start GB "
-            "| peak in use during the update GB |"
+            "| sleep_mode | sync s | rollout s | sleep s | pi_old + update s | step s, median (min-max) "
+            "| in use at the update's start GB | peak in use during the update GB |"
         )
         print("|---|---|---|---|---|---|---|---|")
         for r in results:
-            step = r["sync"] + r["rollout"] + r["sleep"] + r["update"]
+            steps = r["steps"]
             print(
                 f"| {'on' if r['sleep_mode'] else 'off'} | {r['sync']:.2f} | {r['rollout']:.2f} | {r['sleep']:.2f} "
-                f"| {r['update']:.2f} | {step:.2f} | {r['at_start']:.1f} | {r['peak']:.1f} |"
+                f"| {r['update']:.2f} | {statistics.median(steps):.2f} ({min(steps):.2f}-{max(steps):.2f}) "
+                f"| {r['at_start']:.1f} | {r['peak']:.1f} |"
             )
 
 
