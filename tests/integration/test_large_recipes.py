@@ -97,9 +97,9 @@ def test_the_gpu_recipes_build(in_repo):
 
 
 @pytest.mark.parametrize(
-    ("overlays", "dtype", "scheme", "train_infer_is", "length_norm", "replay"),
+    ("overlays", "dtype", "scheme", "train_infer_is", "length_norm", "replay", "kv_cache"),
     [
-        ([], "bfloat16", "fp8_per_tensor", True, False, []),
+        ([], "bfloat16", "fp8_per_tensor", True, False, [], "auto"),
         (
             ["recipes/paper/minirl_no_is.yaml", "recipes/paper/r3.yaml"],
             "bfloat16",
@@ -107,18 +107,28 @@ def test_the_gpu_recipes_build(in_repo):
             False,
             False,
             ["R3"],
+            "auto",
         ),
-        (["recipes/paper/minirl_length_norm.yaml"], "bfloat16", "fp8_per_tensor", True, True, []),
-        (["recipes/frontier/exact.yaml"], "float32", None, True, False, []),
+        (["recipes/paper/minirl_length_norm.yaml"], "bfloat16", "fp8_per_tensor", True, True, [], "auto"),
+        (["recipes/frontier/exact.yaml"], "float32", None, True, False, [], "auto"),
+        (
+            ["recipes/paper/r3.yaml", "recipes/frontier/fp8_kv.yaml"],
+            "bfloat16",
+            "fp8_per_tensor",
+            True,
+            False,
+            ["R3"],
+            "fp8",
+        ),
     ],
 )
-def test_the_frontier_recipes_build(in_repo, overlays, dtype, scheme, train_infer_is, length_norm, replay):
+def test_the_frontier_recipes_build(in_repo, overlays, dtype, scheme, train_infer_is, length_norm, replay, kv_cache):
     """recipes/frontier: a learning-rate ramp x2 per 20 updates, stopped by the collapse criterion; the
     grid's overlays make the variants, exact.yaml the float32 control."""
     args = ["--config=recipes/frontier/onpolicy_fp8.yaml", *(f"--config={o}" for o in overlays)]
     cli = main([*args, "--trainer.accelerator=cpu"], run=False)
     engine, module = cli.datamodule.engine, cli.model
-    assert (engine.dtype, engine.fp8_scheme) == (dtype, scheme)
+    assert (engine.dtype, engine.fp8_scheme, engine.kv_cache_dtype) == (dtype, scheme, kv_cache)
     assert (module.objective.train_infer_is, module.objective.length_norm) == (train_infer_is, length_norm)
     assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == replay
     (monitor,) = [c for c in cli.trainer.callbacks if isinstance(c, InstabilityMonitor)]
