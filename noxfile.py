@@ -8,6 +8,7 @@ second of them does not reinstall it); pass pytest arguments after ``--``, e.g. 
 (stable-rl does not depend on it).
 """
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -36,11 +37,15 @@ def install_cpu(session: nox.Session, extras: str, python: str = "python") -> No
 
 def shared_cpu_env(session: nox.Session) -> Path:
     """The bin folder of the virtualenv that tests, quickstart and soak share (made by the first of them,
-    with virtualenv, which nox brings, on the Python that runs nox)."""
+    with virtualenv, which nox brings, on the Python that runs nox; installed again only when pyproject.toml
+    changed: the package is installed editable)."""
     python = SHARED_ENV / "bin" / "python"
     if not python.exists():
         session.run(sys.executable, "-m", "virtualenv", "-q", str(SHARED_ENV), external=True)
-    install_cpu(session, "test", str(python))
+    stamp, wanted = SHARED_ENV / "stable-rl-installed", hashlib.sha256(Path("pyproject.toml").read_bytes()).hexdigest()
+    if not stamp.exists() or stamp.read_text() != wanted:
+        install_cpu(session, "test", str(python))
+        stamp.write_text(wanted)
     return python.parent
 
 

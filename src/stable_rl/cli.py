@@ -17,7 +17,7 @@ from stable_rl.callbacks.progress_bar import replace_default_bar
 from stable_rl.callbacks.termination_checkpoint import EXIT_TERMINATED, TerminationCheckpoint
 from stable_rl.compat.lightning import SHARDED_CHECKPOINT_METADATA
 from stable_rl.config_syntax import config_files, syntax_error
-from stable_rl.console_log import ConsoleLog, log_path, quiet_lightning_info, wanted
+from stable_rl.console_log import ConsoleLog, log_target, quiet_lightning_info, wanted
 from stable_rl.renamed_settings import renamed_setting
 
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
@@ -67,8 +67,8 @@ class StableRLCLI(LightningCLI):
         if not any(isinstance(c, TerminationCheckpoint) for c in self.trainer.callbacks):
             self.trainer.callbacks.append(TerminationCheckpoint())
         replace_default_bar(self.trainer.callbacks)
-        if self.console_log is not None and (path := log_path(self.trainer)) is not None:
-            self.console_log.start(path)
+        if self.console_log is not None and (target := log_target(self.trainer)) is not None:
+            self.console_log.start(*target)
 
 
 def resolve_last_checkpoint(config) -> None:

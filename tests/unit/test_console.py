@@ -12,7 +12,7 @@ from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from lightning.pytorch.demos.boring_classes import BoringModel
 
 from stable_rl.callbacks.progress_bar import StepProgressBar, replace_default_bar
-from stable_rl.console_log import LOG_DIR, ConsoleLog, StableRLWarning, log_path
+from stable_rl.console_log import LOG_DIR, ConsoleLog, StableRLWarning, log_target
 
 
 def test_the_log_takes_every_stream_and_the_terminal_keeps_stable_rls_warnings(tmp_path, capfd):
@@ -23,6 +23,8 @@ def test_the_log_takes_every_stream_and_the_terminal_keeps_stable_rls_warnings(t
     try:
         os.write(2, b"from C++\n")
         print("from python", file=sys.stderr)
+        print("saving to [/tmp/x]", end="", file=sys.stderr)  # rich would read the brackets as markup
+        sys.stderr.flush()
         logging.getLogger("vllm.engine").warning("from vllm")
         with warnings.catch_warnings():
             warnings.simplefilter("always")
@@ -33,10 +35,16 @@ def test_the_log_takes_every_stream_and_the_terminal_keeps_stable_rls_warnings(t
     print("after", file=sys.stderr)
 
     text = (tmp_path / "run" / "console.log").read_text()
-    for line in ("from C++", "from python", "WARNING vllm.engine: from vllm", "DeprecationWarning: from a library"):
+    for line in (
+        "from C++",
+        "from python",
+        "saving to [/tmp/x]",
+        "WARNING vllm.engine: from vllm",
+        "DeprecationWarning: from a library",
+    ):
         assert line in text, text
     assert "StableRLWarning: reward below half its best" in text
-    assert capfd.readouterr().err == "warning: reward below half its best\nafter\n"
+    assert capfd.readouterr() == ("warning: reward below half its best\n", "after\n")  # (stdout, stderr)
     assert (vllm.handlers, vllm.propagate, log.active) == (vllm_handlers, vllm_propagate, False)
 
 
@@ -64,7 +72,9 @@ def test_only_lightnings_default_bar_is_replaced():
 def test_rank_0_logs_in_the_run_directory_and_the_processes_it_starts_beside_it(tmp_path, monkeypatch):
     monkeypatch.setenv(LOG_DIR, "")  # none inherited; restored after the test
     run = tmp_path / "quickstart" / "version_0"
-    assert log_path(SimpleNamespace(global_rank=1, log_dir=str(tmp_path / "other"), default_root_dir=".")) is None
-    assert log_path(SimpleNamespace(global_rank=0, log_dir=str(run), default_root_dir=".")) == run / "console.log"
+    assert log_target(SimpleNamespace(global_rank=1, log_dir=str(tmp_path / "other"), default_root_dir=".")) is None
+    rank_0 = SimpleNamespace(global_rank=0, log_dir=str(run), default_root_dir=".")
+    assert log_target(rank_0) == (run / "console.log", 2)
     child = SimpleNamespace(global_rank=1, log_dir=str(tmp_path / "quickstart" / "version_1"), default_root_dir=".")
-    assert log_path(child) == run / "console-rank1.log"  # inherited: not the version its own logger would pick
+    # inherited: not the version its own logger would pick; its fd 2 is rank 0's log, its terminal fd 1
+    assert log_target(child) == (run / "console-rank1.log", 1)

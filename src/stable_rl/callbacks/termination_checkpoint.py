@@ -7,6 +7,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from stable_rl.console_log import StableRLWarning
+
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a terminated process
 
 
@@ -32,4 +34,7 @@ class TerminationCheckpoint(L.Callback):
             paths = [root / f"terminated-step={trainer.global_step}.ckpt"]
         for path in paths:
             trainer.save_checkpoint(path)
-        rank_zero_warn(f"terminated (SIGTERM) after step {trainer.global_step}: checkpoint kept at {paths[0]}")
+        rank_zero_warn(
+            f"terminated (SIGTERM) after step {trainer.global_step}: checkpoint kept at {paths[0]}",
+            category=StableRLWarning,
+        )
