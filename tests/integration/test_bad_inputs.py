@@ -4,21 +4,13 @@ Each case runs ``stable-rl fit`` in its own process (a vLLM that failed to start
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import quickstart_stack
 
 REPO = Path(__file__).resolve().parents[2]
-FIT = [
-    sys.executable,
-    "-m",
-    "stable_rl.cli",
-    "fit",
-    "--config=recipes/minirl.yaml",
-    "--config=recipes/quickstart.yaml",
-    "--trainer.max_steps=1",
-]
+FIT = [*quickstart_stack.FIT, "--trainer.max_steps=1"]
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

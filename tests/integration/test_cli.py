@@ -6,6 +6,7 @@ from pathlib import Path
 
 import lightning as L
 import pytest
+import quickstart_stack
 import torch
 import yaml
 
@@ -16,7 +17,6 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted(
     p for p in (REPO / "recipes").glob("**/*.yaml") if not {"large", "gpu", "frontier", "long"} & set(p.parts)
 )  # GPUs only
-QUICKSTART_STACK = "recipes/minirl.yaml recipes/quickstart.yaml"  # the main job: an overlay on minirl.yaml
 SMALL = [
     "--data.init_args.prompts_per_step=2",
     "--data.init_args.group_size=2",
@@ -74,8 +74,7 @@ def test_quickstart_rolls_out_with_the_weights_of_the_step_before(tmp_path):
     although every update moves the log-probs by far more than the tolerance."""
     cli = main(
         [
-            "--config=recipes/minirl.yaml",
-            "--config=recipes/quickstart.yaml",
+            *quickstart_stack.CONFIGS,
             "--trainer.max_steps=4",
             f"--trainer.logger.init_args.save_dir={tmp_path}",
             "--model.init_args.optimizer.init_args.lr=1e-3",
@@ -177,7 +176,7 @@ def test_the_grid_arms_are_their_overlays_stacked(overlays, updates, clip, repla
 )
 def test_bad_config_is_rejected_with_its_name(override, message, capsys):
     with pytest.raises(SystemExit):
-        main(["fit", "--config=recipes/minirl.yaml", "--config=recipes/quickstart.yaml", override])
+        main(["fit", *quickstart_stack.CONFIGS, override])
     assert message in capsys.readouterr().err
 
 
@@ -190,7 +189,8 @@ def test_sweep_then_report(tmp_path):
         "--trainer.max_steps=2",
         "--trainer.limit_val_batches=0",
     ]
-    sweep(["--recipes", QUICKSTART_STACK, "--seeds", "0", "1", "--save-dir", str(tmp_path), "--", *tiny])
+    stack = " ".join(config.removeprefix("--config=") for config in quickstart_stack.CONFIGS)
+    sweep(["--recipes", stack, "--seeds", "0", "1", "--save-dir", str(tmp_path), "--", *tiny])
     runs = [tmp_path / f"quickstart-s{seed}" / "version_0" for seed in (0, 1)]
     rewards = [(run / "metrics.csv").read_text() for run in runs]
     assert rewards[0] != rewards[1]  # different seeds, different runs

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import quickstart_stack
 import torch
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 from transformers import AutoModelForCausalLM
@@ -85,14 +86,7 @@ def quickstart(save_dir: Path, strategy: str | None, *extra: str, nodes: int = 1
     devices = f"--trainer.devices={processes // nodes}"
     processes = ["--trainer.devices=1"] if strategy is None else [strategy, devices]
     command = [
-        *(
-            sys.executable,
-            "-m",
-            "stable_rl.cli",
-            "fit",
-            "--config=recipes/minirl.yaml",
-            "--config=recipes/quickstart.yaml",
-        ),
+        *quickstart_stack.FIT,
         *(*processes, f"--trainer.num_nodes={nodes}", "--trainer.accelerator=cpu"),
         *("--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false", *extra),
         f"--trainer.logger.init_args.save_dir={save_dir}",

@@ -5,6 +5,7 @@ import csv
 from pathlib import Path
 
 import pytest
+import quickstart_stack
 import torch
 
 from stable_rl.cli import main
@@ -13,8 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 STEPS = 5
 RUN = [
     "fit",
-    "--config=recipes/minirl.yaml",
-    "--config=recipes/quickstart.yaml",
+    *quickstart_stack.CONFIGS,
     f"--trainer.max_steps={STEPS}",
     "--trainer.enable_progress_bar=false",
     "--trainer.val_check_interval=2",

@@ -4,11 +4,11 @@
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+import quickstart_stack
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,15 +26,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 def test_sigterm_keeps_a_checkpoint_exits_143_and_ckpt_path_last_resumes_it(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    fit = [
-        sys.executable,
-        "-m",
-        "stable_rl.cli",
-        "fit",
-        "--config=recipes/minirl.yaml",
-        "--config=recipes/quickstart.yaml",
-        *SMALL,
-    ]
+    fit = [*quickstart_stack.FIT, *SMALL]
     fit.append(f"--trainer.logger.init_args.save_dir={tmp_path}")
     run_dir = tmp_path / "quickstart" / "version_0"
     with open(tmp_path / "first.err", "w") as stderr:  # a file, not a pipe: vLLM's logs would fill a pipe

@@ -8,7 +8,7 @@ class StepProgressBar(RichProgressBar):
     Lightning's "Epoch 0/-2" says nothing), without the logger's version number. ``stable-rl`` puts it in place
     of Lightning's default bar; the module logs reward, KL and entropy to it (``prog_bar=True``)."""
 
-    def _get_train_description(self, current_epoch: int) -> str:  # RichProgressBar's, checked in test_compat
+    def _get_train_description(self, current_epoch: int) -> str:  # RichProgressBar's, checked in test_console
         return f"{'Training':{len(self.validation_description)}}"
 
     def get_metrics(self, trainer, pl_module) -> dict:
