@@ -217,8 +217,9 @@ class VLLMEngine(RolloutEngine):
             "enable_prefix_caching": self._prefix_caching(platform),
             "quantization": self.fp8_scheme,
             "enable_sleep_mode": self._sleeps(platform),
-            "kv_cache_dtype": self.kv_cache_dtype,
         }
+        if self.kv_cache_dtype != "auto":  # vLLM's default: the engine's options stay those run on the GPUs
+            options["kv_cache_dtype"] = self.kv_cache_dtype
         if self.max_num_seqs is not None:
             options["max_num_seqs"] = self.max_num_seqs
         if self.kv_cache_memory_bytes is not None:
