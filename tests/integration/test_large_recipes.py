@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
-from lightning.pytorch.callbacks import LearningRateMonitor
+from lightning.pytorch.callbacks import LearningRateMonitor, Timer
 from torch.optim.lr_scheduler import ExponentialLR
 
 from stable_rl.batch_plan import BatchPlan
@@ -200,3 +200,32 @@ def test_the_long_task_cold_start_builds_on_the_rl_task(in_repo, upcycled_smollm
     (export,) = [c for c in cli.trainer.callbacks if isinstance(c, HFExport)]
     rl_recipe = yaml.safe_load((REPO / LONG.removeprefix("--config=")).read_text())
     assert rl_recipe["model"]["init_args"]["model_path"] == str(export.dirpath) == "data/smollm2-135m-moe-sft"
+
+
+@pytest.mark.parametrize(
+    ("overlays", "dtype", "scheme", "train_infer_is"),
+    [
+        ([], "bfloat16", "fp8_per_tensor", True),
+        (["recipes/paper/minirl_no_is.yaml"], "bfloat16", "fp8_per_tensor", False),
+        (["recipes/long/exact.yaml"], "float32", None, True),
+    ],
+)
+def test_the_long_frontier_recipes_build(in_repo, upcycled_smollm2_path, overlays, dtype, scheme, train_infer_is):
+    """recipes/long/frontier.yaml: the long task's ramp x2 per 4 updates from 4e-6, 16 x 8 responses of up to
+    640 tokens, three runs sharing a GPU for 6 minutes of training each; exact.yaml the float32 control."""
+    args = [LONG, "--config=recipes/long/frontier.yaml", *(f"--config={o}" for o in overlays)]
+    cli = main([*args, "--trainer.accelerator=cpu", f"--model.init_args.model_path={upcycled_smollm2_path}"], run=False)
+    data, engine, module = cli.datamodule, cli.datamodule.engine, cli.model
+    assert (engine.dtype, engine.fp8_scheme, engine.sampling.max_new_tokens) == (dtype, scheme, 640)
+    assert (engine.gpu_memory_utilization, engine.kv_cache_memory_bytes) == (0.1, 3 * 2**30)
+    assert (data.prompts_per_step, data.group_size, data.prompts.size) == (16, 8, 2048)
+    assert (module.objective.train_infer_is, module.max_grad_norm) == (train_infer_is, 10.0)
+    (timer,) = [c for c in cli.trainer.callbacks if isinstance(c, Timer)]
+    assert (cli.trainer.max_steps, timer._duration) == (48, 360.0)
+    (monitor,) = [c for c in cli.trainer.callbacks if isinstance(c, InstabilityMonitor)]
+    assert (monitor.stop, monitor.window, monitor.patience) == (True, 3, 2)
+    assert not any(isinstance(c, RoutingReplay) for c in cli.trainer.callbacks)
+    optimizer = module.optimizer_factory(torch.nn.Linear(1, 1).parameters())
+    scheduler = module.lr_scheduler_factory(optimizer)
+    assert optimizer.defaults["lr"] == 4e-6 and isinstance(scheduler, ExponentialLR)
+    assert scheduler.gamma**4 == pytest.approx(2.0, rel=1e-12)

@@ -1,0 +1,20 @@
+#!/bin/bash
+# The stability frontier on the long task (docs/long-task.md): MiniRL, w/o train-infer IS and the exact
+# control (recipes/long/frontier.yaml and its overlays) x the seeds given, three runs sharing one GPU, each
+# at most 6 minutes of training; after the cold start (docs/long/run_cold_start.sh). Each run's metrics.csv is copied
+# into docs/long/frontier/logs/, and the figures and table are made from those committed logs.
+#   bash docs/long/run_frontier.sh 0              # one wave (one H100: ~9 min), then the report
+#   bash docs/long/run_frontier.sh --report       # the report again, from the committed logs alone
+set -euo pipefail
+source docs/paper/frontier/wave.sh
+out=docs/long/frontier
+runs=${SAVE_DIR:-runs/long_frontier}
+l=recipes/long
+variants=("" recipes/paper/minirl_no_is.yaml "$l/exact.yaml")
+if [ "${1:-}" != "--report" ]; then
+  recipes=()
+  for v in "${variants[@]}"; do recipes+=("$l/minirl_smollm2_moe.yaml $l/frontier.yaml${v:+ $v}"); done
+  wave "$out" "$runs" "${PARALLEL:-3}" "${*:-0}" "${recipes[@]}"
+fi
+python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --out "$out" --pair \
+  frontier+minirl_no_is:frontier frontier:frontier+minirl_no_is frontier:frontier+exact frontier+exact:frontier
