@@ -14,7 +14,7 @@ variants=("" recipes/paper/minirl_no_is.yaml "$l/exact.yaml")
 if [ "${1:-}" != "--report" ]; then
   recipes=()
   for v in "${variants[@]}"; do recipes+=("$l/minirl_smollm2_moe.yaml $l/frontier.yaml${v:+ $v}"); done
-  wave "$out" "$runs" "${PARALLEL:-3}" "${*:-0}" "${recipes[@]}"
+  wave "$out" "$runs" "${PARALLEL:-3}" "${*:-0}" "${recipes[@]}" ${FIT_ARGS:+-- $FIT_ARGS}  # FIT_ARGS: for every run
 fi
 python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --out "$out" --pair \
   frontier+minirl_no_is:frontier frontier:frontier+minirl_no_is frontier:frontier+exact frontier+exact:frontier
