@@ -31,6 +31,8 @@ def main() -> None:
         args.gguf = Path(spec.origin).parent / GGUF
     folder, name = args.gguf.parent, args.gguf.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    if tokenizer.pad_token is None:  # transformers 5.17 reads none from the GGUF (5.19 does); SmolLM2 pads with EOS
+        tokenizer.pad_token = tokenizer.eos_token
     quantized = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     config = quantized.config
     del config.quantization_config  # the saved weights are plain float32, not GGUF

@@ -206,15 +206,23 @@ def test_vllm_refusing_its_settings_is_passed_through_unchanged(tiny_model_path)
 
 def test_the_upcycled_smollm2_samples_with_the_policys_logprobs_and_routes(engine_cls, upcycled_smollm2_path):
     """SmolLM2 upcycled into Mixtral (2 layers, 8 experts, top-2): each engine loads the saved checkpoint, and
-    its log mu_old and routes are the HF policy's on the same float32 weights."""
+    its log mu_old and routes are the HF policy's on the same float32 weights; so after a weight sync (the
+    policy's fused ``mlp.experts`` reach vLLM as the checkpoint's ``block_sparse_moe.experts.<e>.w1/w2/w3``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(upcycled_smollm2_path, dtype=torch.float32)
     engine = engine_cls(max_new_tokens=16, seed=3, return_routes=True)
     engine.start(upcycled_smollm2_path, max_model_len=256)
-    samples = engine.generate(prompts(AutoTokenizer.from_pretrained(upcycled_smollm2_path)), group_size=2, step=0)
+    ids = prompts(AutoTokenizer.from_pretrained(upcycled_smollm2_path))
+    samples = engine.generate(ids, group_size=2, step=0)
+    with torch.no_grad():  # an update that moves every weight, experts and routers included
+        for p in model.parameters():
+            p.add_(0.02 * p.std() * torch.randn_like(p))
+    assert max_logprob_error(model, samples, 1.0) > 0.01  # the old samples are now stale
+    engine.sync(model.state_dict().items(), version=1)
+    fresh = engine.generate(ids, group_size=2, step=1)
     engine.close()
-    assert max_logprob_error(model, samples, 1.0) < 1e-4
-    batch, own = hf_routes(model, samples)
+    assert max_logprob_error(model, fresh, 1.0) < 1e-4
+    batch, own = hf_routes(model, fresh)
     assert batch.routes.shape[2:] == (2, 2)
     assert routes_match(own, batch.routes)[routed_positions(batch.attention_mask)].all()

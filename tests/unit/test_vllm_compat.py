@@ -259,6 +259,7 @@ def test_a_closing_engine_drops_its_cuda_graphs_and_no_other_engines(monkeypatch
     monkeypatch.setattr("stable_rl.rollout.vllm_engine.VLLMEngine._check_device", lambda self: None)
     monkeypatch.setattr("stable_rl.rollout.vllm_engine.shut_down", lambda llm: None)
     monkeypatch.setattr("stable_rl.rollout.vllm_engine.collect_memory", lambda: None)
+    monkeypatch.setattr("stable_rl.rollout.vllm_engine.CheckpointLayout", lambda model_path: None)  # no model here
     engine.start("model", max_model_len=128)
     assert set(engine.graphs) == set(engine.own)
     engine.close()

@@ -14,6 +14,7 @@ from torch import Tensor
 from stable_rl.batch_plan import BatchPlan
 from stable_rl.dtypes import Dtype
 from stable_rl.rng import preserved_rng
+from stable_rl.rollout.checkpoint_layout import CheckpointLayout
 from stable_rl.rollout.engine import RolloutEngine, Sample, Sampling
 from stable_rl.rollout.vllm_compat import (
     SUPPORTED,
@@ -106,6 +107,7 @@ class VLLMEngine(RolloutEngine):
         self.llm: LLM | None = None
         self.capture: VLLMRouteCapture | None = None  # CPU route capture, when returning routes
         self.graphs: Iterable = ()  # vLLM's CUDA-graph wrappers of this engine (weakly held)
+        self.layout: CheckpointLayout | None = None  # the model's on-disk weight layout (set by start)
 
     def place(self, plan: BatchPlan, process: int, local_process: int) -> None:
         super().place(plan, process, local_process)
@@ -169,6 +171,7 @@ class VLLMEngine(RolloutEngine):
             if failure is error:
                 raise
             raise failure from error
+        self.layout = CheckpointLayout(model_path)
         # Every in-place reload warns that the rotary embedding's cos/sin cache got no weights: it has none
         # to get (it is computed, not learned) and vLLM puts it back.
         logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
@@ -304,6 +307,8 @@ class VLLMEngine(RolloutEngine):
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
         if self.asleep:
             self._wake("weights")  # the weights' memory (contents undefined) and the buffers
+        if self.layout is not None:  # vLLM's loaders read the checkpoint's layout, not transformers' fused one
+            named_tensors = self.layout(named_tensors)
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(named_tensors)})
         if self.platform.cpu:
             self.llm.apply_model(_repack_cpu_experts)

@@ -1,0 +1,42 @@
+"""A weight sync sends vLLM the checkpoint's layout: the policy's streamed weights, mapped one at a time,
+are exactly the tensors under exactly the names its saved checkpoint holds."""
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
+
+from stable_rl.rollout.checkpoint_layout import CheckpointLayout
+
+
+def on_disk(path: str) -> dict[str, torch.Tensor]:
+    weights: dict[str, torch.Tensor] = {}
+    for file in Path(path).glob("*.safetensors"):
+        weights.update(load_file(file))
+    return weights
+
+
+def mapped(path: str) -> tuple[dict[str, torch.Tensor], set[str]]:
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    streamed = list(model.state_dict().items())
+    return dict(CheckpointLayout(path)(iter(streamed))), {name for name, _ in streamed}
+
+
+def test_qwen3_moe_fused_experts_go_back_to_one_weight_per_expert_and_projection(tiny_model_path):
+    out, live = mapped(tiny_model_path)
+    disk = on_disk(tiny_model_path)
+    assert "model.layers.0.mlp.experts.gate_up_proj" in live and "model.layers.0.mlp.experts.3.up_proj.weight" in disk
+    assert out.keys() == disk.keys() and len(disk) == 135 and len(live) == 47
+    assert all(torch.equal(out[name], disk[name]) for name in disk)
+
+
+def test_mixtral_gets_its_block_sparse_moe_names_back(upcycled_smollm2_path):
+    """The upcycled SmolLM2 (tied embeddings: the checkpoint has no lm_head, vLLM ties it itself)."""
+    out, live = mapped(upcycled_smollm2_path)
+    disk = on_disk(upcycled_smollm2_path)
+    assert "model.layers.1.mlp.experts.down_proj" in live
+    assert "model.layers.1.block_sparse_moe.experts.7.w2.weight" in disk
+    assert out.keys() == disk.keys() | {"lm_head.weight"}
+    assert all(torch.equal(out[name], disk[name]) for name in disk)
+    assert torch.equal(out["lm_head.weight"], disk["model.embed_tokens.weight"])
