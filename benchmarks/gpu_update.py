@@ -184,9 +184,15 @@ def fit_synthetic(
     mini_batches: int = 1,
     devices: int = 1,
     strategy: str = "ddp",
+    **options,
 ) -> tuple[StepTimes, L.Trainer]:
     """``args.steps`` MiniRL steps on ``batch`` (in every process) through Lightning, with ``strategy``
-    ("ddp" or "fsdp2") on several devices; the ``time/`` seconds of every step and the trainer."""
+    ("ddp" or "fsdp2") on several devices; the ``time/`` seconds of every step and the trainer.
+    ``options``: further ``PolicyModule`` arguments (they override those taken from ``args``)."""
+    settings = {
+        "experts_implementation": args.experts_implementation,
+        "gradient_checkpointing": args.gradient_checkpointing,
+    }
     module = PolicyModule(
         model_dir,
         optimizer=lambda params: torch.optim.AdamW(params, lr=1e-6),
@@ -194,8 +200,7 @@ def fit_synthetic(
         micro_batch_size=args.micro,
         dtype="bfloat16",
         logprob_chunk_size=args.chunk,
-        experts_implementation=args.experts_implementation,
-        gradient_checkpointing=args.gradient_checkpointing,
+        **(settings | options),
     )
     times = StepTimes()
     trainer = quiet_trainer(
@@ -210,22 +215,24 @@ def fit_synthetic(
 
 
 def stable_rl_step(
-    model_dir: str, batch: RolloutBatch, args, callbacks=(), mini_batches: int = 1
+    model_dir: str, batch: RolloutBatch, args, callbacks=(), mini_batches: int = 1, **options
 ) -> tuple[float, float, float]:
     """Median (pi_old, update) seconds per step of stable-rl's MiniRL step, and peak GPU memory (GB)."""
     reset_peak()
-    times, trainer = fit_synthetic(model_dir, batch, args, callbacks, mini_batches)
+    times, trainer = fit_synthetic(model_dir, batch, args, callbacks, mini_batches, **options)
     peak = peak_gb()
     del trainer
     free()
     return statistics.median(times.pi_old[1:]), statistics.median(times.update[1:]), peak
 
 
-def raw_forward_backward(model, parts: list[RolloutBatch]) -> None:
+def raw_forward_backward(model, parts: list[RolloutBatch], padding_mask: bool = True) -> None:
     """What a plain HF training step computes: full logits, float32 log-softmax, the response tokens'
-    log-probs summed, backward (no optimizer: that is the same for both)."""
+    log-probs summed, backward (no optimizer: that is the same for both). ``padding_mask=False``: the
+    causal mask alone (exact for right-padded rows, see ``stable_rl.logprobs.sequence_logprobs``)."""
     for part in parts:
-        logits = model(input_ids=part.input_ids, attention_mask=part.attention_mask).logits  # [m, L, V]
+        mask = part.attention_mask if padding_mask else None
+        logits = model(input_ids=part.input_ids, attention_mask=mask).logits  # [m, L, V]
         logprobs = logits[:, :-1].float().log_softmax(-1).gather(-1, part.input_ids[:, 1:, None])[..., 0]
         (logprobs * part.response_mask[:, 1:]).sum().backward()
         del logits, logprobs

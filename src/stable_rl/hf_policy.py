@@ -1,6 +1,7 @@
 """The base of every stable-rl LightningModule: an HF causal LM and its optimizer, from YAML."""
 
 from collections.abc import Iterator
+from typing import Literal
 
 import lightning as L
 import torch
@@ -13,6 +14,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from stable_rl.compat.lightning import attached_trainer
 from stable_rl.dtypes import Dtype
+from stable_rl.kernels import LIGER, compile_decoder_layers, register_liger_experts, use_liger_norms
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.model_dir import check_model_dir
 from stable_rl.resume_settings import apply_to_live_optimizer, check_optimizer_class, configured_optimizer
@@ -32,8 +34,17 @@ class HFPolicyModule(L.LightningModule):
         dtype: training precision of the policy weights ("float32", "bfloat16").
         logprob_chunk_size: tokens per chunk of the vocabulary head (bounds float32 logits memory).
         experts_implementation: transformers' MoE experts kernel, e.g. "grouped_mm" (one grouped GEMM per
-            layer: ~3x the update throughput of "eager" on an H100) or "eager"; None = transformers' default.
+            layer: ~3x the update throughput of "eager" on an H100) or "eager"; "liger": Liger-Kernel's fused
+            MoE (Triton, CUDA, bfloat16/float16 weights; ``stable_rl.kernels.liger``); None = transformers'
+            default.
         attn_implementation: transformers' attention kernel ("sdpa", "flash_attention_2", ...); None = default.
+        kernels: "liger": every RMSNorm runs as Liger-Kernel's fused Triton RMSNorm (CUDA); None: the model's own.
+        compile_layers: ``torch.compile`` each decoder layer's attention, norms and experts in place, the
+            MoE routers left eager for Routing Replay's hooks (``stable_rl.kernels.compile``).
+        compile_logprobs: the log-prob head's softmax arithmetic of each chunk runs as compiled kernels
+            (one read of the float32 logits instead of one per operation; ``stable_rl.logprobs``).
+        padding_mask: False: the decoder runs without the padding mask, under its causal mask alone, which
+            is exact for right-padded rows (as every stable-rl batch is) and lets SDPA use FlashAttention.
         gradient_checkpointing: keep only each decoder layer's input for the backward and recompute the
             rest there (long responses: activations of every layer would not fit); Routing Replay replays
             the same routes in the recompute.
@@ -55,12 +66,23 @@ class HFPolicyModule(L.LightningModule):
         attn_implementation: str | None = None,
         gradient_checkpointing: bool = False,
         mixed_precision: Dtype | None = None,
+        kernels: Literal["liger"] | None = None,
+        compile_layers: bool = False,
+        compile_logprobs: bool = False,
+        padding_mask: bool = True,
     ) -> None:
         super().__init__()
         self.gradient_checkpointing = gradient_checkpointing
         self.mixed_precision = mixed_precision
         self.model_path = model_path
-        self.kernels = {"experts_implementation": experts_implementation, "attn_implementation": attn_implementation}
+        self.implementations = {
+            "experts_implementation": experts_implementation,
+            "attn_implementation": attn_implementation,
+        }
+        self.kernels = kernels
+        self.compile_layers = compile_layers
+        self.compile_logprobs = compile_logprobs
+        self.padding_mask = padding_mask
         self.optimizer_factory = optimizer
         self.lr_scheduler_factory = lr_scheduler
         self.dtype_name = dtype
@@ -85,14 +107,20 @@ class HFPolicyModule(L.LightningModule):
             shard(self, self.policy, self.device_mesh, self._compute_dtype())
 
     def _pretrained(self, dtype: torch.dtype) -> PreTrainedModel:
-        return AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype, **self._kernels())
+        return AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype, **self._implementations())
 
-    def _kernels(self) -> dict[str, str]:
-        return {name: value for name, value in self.kernels.items() if value is not None}
+    def _implementations(self) -> dict[str, str]:
+        if self.implementations["experts_implementation"] == LIGER:
+            register_liger_experts()
+        return {name: value for name, value in self.implementations.items() if value is not None}
 
     def _prepared(self, policy: PreTrainedModel) -> PreTrainedModel:
         if self.gradient_checkpointing:  # non-reentrant: the recompute runs inside the replay hooks too
             policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if self.kernels == LIGER:
+            use_liger_norms(policy)
+        if self.compile_layers:
+            compile_decoder_layers(policy)
         return policy.train()  # from_pretrained returns eval mode; RL models use no dropout
 
     def _compute_dtype(self) -> torch.dtype | None:
@@ -106,7 +134,9 @@ class HFPolicyModule(L.LightningModule):
         full = self._pretrained(getattr(torch, self.dtype_name)) if rank0 else None  # buffers computed in it too
         with torch.device("meta"):
             policy = AutoModelForCausalLM.from_config(
-                AutoConfig.from_pretrained(self.model_path), dtype=getattr(torch, self.dtype_name), **self._kernels()
+                AutoConfig.from_pretrained(self.model_path),
+                dtype=getattr(torch, self.dtype_name),
+                **self._implementations(),
             )
         self.policy = self._prepared(policy)
         shard(self, policy, self.device_mesh, self._compute_dtype())
@@ -194,5 +224,13 @@ class HFPolicyModule(L.LightningModule):
         ``sequence_logprobs``). Call the module (``self(...)``), not this method: under FSDP2 the call
         gathers the unsharded weights (embeddings, final norm, LM head) around it."""
         return sequence_logprobs(
-            self.policy, input_ids, attention_mask, response_mask, temperature, self.logprob_chunk_size, entropy
+            self.policy,
+            input_ids,
+            attention_mask,
+            response_mask,
+            temperature,
+            self.logprob_chunk_size,
+            entropy,
+            self.compile_logprobs,
+            self.padding_mask,
         )

@@ -4,7 +4,12 @@ Only one chunk of ``[tokens, vocab]`` float32 logits exists at a time, in the fo
 backward pass (which recomputes the chunk's logits instead of keeping them), and the head is applied
 only at response positions. A bfloat16/float16 head multiplies on tensor cores into float32 logits
 (exact products, float32 accumulation): the precision of float32 logits at the speed of the raw model.
+With ``compiled=True`` the softmax arithmetic of each chunk (log-normaliser, target log-prob, entropy;
+in the backward the softmax gradient, cast to the head's dtype) runs as ``torch.compile``d kernels that
+read the float32 logits once, instead of once per eager operation.
 """
+
+from functools import cache
 
 import torch
 from torch import Tensor
@@ -37,15 +42,16 @@ class _HeadLogprobs(torch.autograd.Function):
     (the logits are float32 by construction)."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, temperature: float, chunk_size: int, entropy: bool):
+    def forward(ctx, hidden, weight, targets, temperature: float, chunk_size: int, entropy: bool, compiled: bool):
+        stats = _compiled(_chunk_stats) if compiled else _chunk_stats
         with torch.autocast(hidden.device.type, enabled=False):
             parts = [
-                _chunk_forward(hidden[i : i + chunk_size], weight, targets[i : i + chunk_size], temperature, entropy)
+                stats(_logits(hidden[i : i + chunk_size], weight, temperature), targets[i : i + chunk_size], entropy)
                 for i in range(0, max(hidden.shape[0], 1), chunk_size)  # an empty input: one empty chunk
             ]
         logprobs, log_z, entropies = (torch.cat(p) if p[0] is not None else None for p in zip(*parts, strict=True))
         ctx.save_for_backward(hidden, weight, targets, log_z)
-        ctx.temperature, ctx.chunk_size = temperature, chunk_size
+        ctx.temperature, ctx.chunk_size, ctx.compiled = temperature, chunk_size, compiled
         if entropies is not None:
             ctx.mark_non_differentiable(entropies)
         return logprobs, entropies
@@ -54,32 +60,51 @@ class _HeadLogprobs(torch.autograd.Function):
     def backward(ctx, grad_logprobs: Tensor, _grad_entropy):
         hidden, weight, targets, log_z = ctx.saved_tensors
         size, temperature = ctx.chunk_size, ctx.temperature
+        logits_grad = _compiled(_chunk_logits_grad) if ctx.compiled else _chunk_logits_grad_
         grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
         summed = torch.promote_types(weight.dtype, torch.float32)  # the head's gradient, summed over chunks
         grad_weight = torch.zeros(weight.shape, dtype=summed, device=weight.device) if ctx.needs_input_grad[1] else None
         with torch.autocast(hidden.device.type, enabled=False):
             for i in range(0, hidden.shape[0], size):
                 h = hidden[i : i + size]
-                grad = _logits(h, weight, temperature).sub_(log_z[i : i + size, None]).exp_()  # softmax [n, V]
-                g = grad_logprobs[i : i + size].to(grad.dtype)
-                grad.mul_(-g[:, None]).scatter_add_(-1, targets[i : i + size, None], g[:, None])
-                grad = grad.div_(temperature).to(weight.dtype)
+                logits = _logits(h, weight, temperature)  # [n, V]
+                g = grad_logprobs[i : i + size].to(logits.dtype)
+                grad = logits_grad(logits, log_z[i : i + size], targets[i : i + size], g, temperature, weight.dtype)
                 if grad_hidden is not None:
                     grad_hidden[i : i + size] = grad @ weight
                 if grad_weight is not None:
                     grad_weight += _float32_mm(grad.T, h.to(weight.dtype))
-        return grad_hidden, None if grad_weight is None else grad_weight.to(weight.dtype), None, None, None, None
+        grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)
+        return grad_hidden, grad_weight, None, None, None, None, None
 
 
-def _chunk_forward(hidden: Tensor, weight: Tensor, targets: Tensor, temperature: float, entropy: bool):
-    """One chunk -> (log p(target) [n], log Z [n], entropy [n] or None), float32."""
-    logits = _logits(hidden, weight, temperature)  # [n, V], the only full-vocabulary tensor
+def _chunk_stats(logits: Tensor, targets: Tensor, entropy: bool):
+    """One chunk's float32 ``logits`` [n, V] -> (log p(target) [n], log Z [n], entropy [n] or None)."""
     log_z = logits.logsumexp(dim=-1)  # [n]
     logprobs = logits.gather(-1, targets[:, None])[:, 0] - log_z  # [n]
     if not entropy:
         return logprobs, log_z, None
     probs = (logits - log_z[:, None]).exp_()  # [n, V]
     return logprobs, log_z, log_z - (probs * logits).sum(-1)
+
+
+def _chunk_logits_grad(logits: Tensor, log_z: Tensor, targets: Tensor, g: Tensor, temperature: float, dtype):
+    """d (sum g log p(target)) / d (h W^T) of one chunk, [n, V] in ``dtype``: g (onehot - softmax) / T."""
+    grad = (logits - log_z[:, None]).exp() * -g[:, None]
+    grad = grad.scatter_add(-1, targets[:, None], g[:, None])
+    return (grad / temperature).to(dtype)
+
+
+def _chunk_logits_grad_(logits: Tensor, log_z: Tensor, targets: Tensor, g: Tensor, temperature: float, dtype):
+    """``_chunk_logits_grad`` computed in place in ``logits`` (eager: no second float32 [n, V] buffer)."""
+    grad = logits.sub_(log_z[:, None]).exp_().mul_(-g[:, None]).scatter_add_(-1, targets[:, None], g[:, None])
+    return grad.div_(temperature).to(dtype)
+
+
+@cache
+def _compiled(fn):
+    """``fn`` compiled once per process, its shapes dynamic (chunks and vocabularies vary)."""
+    return torch.compile(fn, dynamic=True)
 
 
 def token_logprobs_and_entropy(
@@ -89,14 +114,16 @@ def token_logprobs_and_entropy(
     temperature: float = 1.0,
     chunk_size: int = 1024,
     entropy: bool = True,
+    compiled: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """log softmax(h W^T / temperature)[target] and the entropy of that distribution, per token.
 
     ``hidden`` [N, H], ``weight`` [V, H] (the LM head), ``targets`` [N] -> ([N], [N] detached), or
     ([N], None) with ``entropy=False`` (an update needs no entropy: one pass less over each chunk's
     logits). Logits are float32 (see ``_logits``); gradients flow to ``hidden`` and ``weight``.
+    ``compiled``: each chunk's softmax arithmetic runs compiled (see the module docstring).
     """
-    return _HeadLogprobs.apply(hidden, weight, targets, temperature, chunk_size, entropy)
+    return _HeadLogprobs.apply(hidden, weight, targets, temperature, chunk_size, entropy, compiled)
 
 
 def sequence_logprobs(
@@ -107,15 +134,25 @@ def sequence_logprobs(
     temperature: float = 1.0,
     chunk_size: int = 1024,
     entropy: bool = True,
+    compiled: bool = False,
+    padding_mask: bool = True,
 ) -> tuple[Tensor, Tensor | None]:
     """Position-aligned log pi(input_ids[:, t] | input_ids[:, :t]) and entropy at response positions.
 
     ``input_ids``, ``attention_mask``, ``response_mask`` [M, L] -> (logprobs [M, L], entropy [M, L]),
     zero where ``response_mask`` is False (entropy None with ``entropy=False``). Divides logits by the
     sampling ``temperature`` so pi_theta is the distribution mu_old sampled from. Assumes a plain
-    linear LM head (no logit soft-capping).
+    linear LM head (no logit soft-capping). ``compiled``: see ``token_logprobs_and_entropy``.
+
+    ``padding_mask=False`` runs the decoder under its causal mask alone, for right-padded rows only: no
+    real token attends to a later position, so none sees the padding and the log-probs are the masked
+    model's (padding positions compute values nothing reads). Without a mask SDPA can run its
+    FlashAttention kernel instead of the masked one.
     """
-    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    if not padding_mask:
+        check_right_padded(attention_mask)
+    decoder = model.get_decoder()
+    hidden = decoder(input_ids=input_ids, attention_mask=attention_mask if padding_mask else None).last_hidden_state
     predicts = response_mask[:, 1:]  # [M, L-1]: position t-1 predicts response token t
     logprobs, entropies = token_logprobs_and_entropy(
         hidden[:, :-1][predicts],  # [N, H]
@@ -124,6 +161,7 @@ def sequence_logprobs(
         temperature,
         chunk_size,
         entropy,
+        compiled,
     )
     positions = torch.zeros_like(response_mask)
     positions[:, 1:] = predicts
@@ -134,3 +172,11 @@ def sequence_logprobs(
         )
 
     return aligned(logprobs), aligned(entropies) if entropy else None
+
+
+def check_right_padded(attention_mask: Tensor) -> None:
+    """Raise unless every row of ``attention_mask`` [M, L] is real tokens followed by padding."""
+    if (attention_mask[:, 1:] > attention_mask[:, :-1]).any():
+        raise ValueError(
+            "padding_mask=False needs right-padded rows, but a real token follows padding: keep the padding mask"
+        )

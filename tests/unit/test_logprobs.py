@@ -7,15 +7,18 @@ from transformers import AutoModelForCausalLM
 from stable_rl.logprobs import sequence_logprobs, token_logprobs_and_entropy
 
 
+@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("chunk_size", [1, 3, 64])
-def test_chunked_matches_full_log_softmax(chunk_size):
+def test_chunked_matches_full_log_softmax(chunk_size, compiled):
     g = torch.Generator().manual_seed(0)
     hidden = torch.randn(10, 8, generator=g, dtype=torch.float64, requires_grad=True)
     weight = torch.randn(17, 8, generator=g, dtype=torch.float64, requires_grad=True)
     targets = torch.randint(0, 17, (10,), generator=g)
     coeffs = torch.randn(10, generator=g, dtype=torch.float64)
 
-    logprobs, entropy = token_logprobs_and_entropy(hidden, weight, targets, temperature=0.7, chunk_size=chunk_size)
+    logprobs, entropy = token_logprobs_and_entropy(
+        hidden, weight, targets, temperature=0.7, chunk_size=chunk_size, compiled=compiled
+    )
     (logprobs * coeffs).sum().backward()
     grads = hidden.grad.clone(), weight.grad.clone()
     hidden.grad = weight.grad = None

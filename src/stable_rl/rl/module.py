@@ -18,6 +18,7 @@ optimizer updates; the rollout engine is synced to every new step before it samp
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
+from typing import Literal
 
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
@@ -80,6 +81,7 @@ class PolicyModule(HFPolicyModule):
         attn_implementation: see ``HFPolicyModule``.
         gradient_checkpointing: see ``HFPolicyModule``.
         mixed_precision: see ``HFPolicyModule``.
+        kernels, compile_layers, compile_logprobs, padding_mask: see ``HFPolicyModule``.
         health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
             |log(pi_theta/mu_old)| exceeds this (``stable_rl.health``).
         max_nonfinite_updates: an update whose loss or gradient is NaN/inf is skipped (no weight or
@@ -105,6 +107,10 @@ class PolicyModule(HFPolicyModule):
         mixed_precision: Dtype | None = None,
         health_threshold: float = 0.2,
         max_nonfinite_updates: int = 3,
+        kernels: Literal["liger"] | None = None,
+        compile_layers: bool = False,
+        compile_logprobs: bool = False,
+        padding_mask: bool = True,
     ) -> None:
         super().__init__(
             model_path,
@@ -116,6 +122,10 @@ class PolicyModule(HFPolicyModule):
             attn_implementation,
             gradient_checkpointing,
             mixed_precision,
+            kernels,
+            compile_layers,
+            compile_logprobs,
+            padding_mask,
         )
         _check_sizes(mini_batch_size, micro_batch_size, max_grad_norm, max_nonfinite_updates)
         self.health_threshold = health_threshold
