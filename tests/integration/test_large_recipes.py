@@ -219,11 +219,15 @@ def test_the_long_frontier_recipes_build(in_repo, upcycled_smollm2_path, overlay
     assert (engine.dtype, engine.fp8_scheme, engine.sampling.max_new_tokens) == (dtype, scheme, 640)
     assert (engine.gpu_memory_utilization, engine.kv_cache_memory_bytes) == (0.1, 3 * 2**30)
     assert (data.prompts_per_step, data.group_size, data.prompts.size) == (16, 8, 2048)
-    assert (module.objective.train_infer_is, module.max_grad_norm) == (train_infer_is, 10.0)
+    assert (module.objective.train_infer_is, module.max_grad_norm, module.micro_batch_size) == (
+        train_infer_is,
+        100.0,
+        4,
+    )
     (timer,) = [c for c in cli.trainer.callbacks if isinstance(c, Timer)]
     assert (cli.trainer.max_steps, timer._duration) == (48, 360.0)
     (monitor,) = [c for c in cli.trainer.callbacks if isinstance(c, InstabilityMonitor)]
-    assert (monitor.stop, monitor.window, monitor.patience) == (True, 3, 2)
+    assert (monitor.stop, monitor.window, monitor.patience, monitor.thresholds["min_entropy"]) == (True, 3, 2, 0.0005)
     assert not any(isinstance(c, RoutingReplay) for c in cli.trainer.callbacks)
     optimizer = module.optimizer_factory(torch.nn.Linear(1, 1).parameters())
     scheduler = module.lr_scheduler_factory(optimizer)
