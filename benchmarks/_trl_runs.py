@@ -1,17 +1,26 @@
-"""The runs of ``benchmarks/trl_comparison.py``, one per child process: stable-rl's ``fit`` and TRL's
-``GRPOTrainer`` on one workload, each returning one record per global step (see ``STEP_KEYS``)."""
+"""The runs of the stable-rl vs TRL benchmarks (``trl_comparison.py`` on CPU, ``gpu_trl_comparison.py`` on a
+GPU), one per child process: stable-rl's ``fit`` and TRL's ``GRPOTrainer`` on one workload, each returning one
+record per global step (see ``STEP_KEYS``), also handed to ``step_done`` as each step ends."""
 
 import os
 import tempfile
 import time
+from collections.abc import Callable
 
-# Per global step, on both sides: wall seconds (None for the first step), seconds generating, the mean
-# and the longest response (tokens), the real tokens (prompt + response, no padding) of the step's
-# sequences, the tokens the update's forwards compute (rows x padded width, summed over forwards),
-# the number of those forwards, and the training signals.
+from stable_rl.timing import timed
+
+# Per global step, on both sides: wall seconds (None for the first step), seconds generating (the engine's
+# generate call), seconds of the rollout phase (from the weight sync to the rewards, policy forwards
+# excluded: stable-rl's time/sync + rollout + sleep + reward; TRL's ``_generate_and_score_completions`` less
+# its no-grad log-prob forward), the responses trained on, the mean and the longest response (tokens), the
+# real tokens (prompt + response, no padding) of the step's sequences, the tokens the update's forwards
+# compute (rows x padded width, summed over forwards, no-grad ones included), the number of those forwards,
+# and the training signals.
 STEP_KEYS = (
     "seconds",
     "rollout",
+    "rollout_phase",
+    "rows",
     "response_mean",
     "response_max",
     "real_tokens",
@@ -42,9 +51,42 @@ def optimizer_of(optimizer) -> dict:
     }
 
 
-def run_stable_rl(workload: dict, steps: int, config: list[str], engine: str | None) -> dict:
-    """``stable-rl fit`` on the recipe with the workload's overrides for ``steps`` global steps,
+# A step's record and the optimizer's (``optimizer_of``), handed over as the step ends.
+StepDone = Callable[[dict, dict], None]
+ROLLOUT_PHASES = ("sync", "rollout", "sleep", "reward")  # stable-rl's time/ phases before the update
+
+
+def fit_args(workload: dict, steps: int, config: list[str], engine: str | None = None) -> list[str]:
+    """``stable-rl fit``'s arguments: the recipe with the workload's overrides for ``steps`` global steps,
     validation, checkpoints and logging off; ``engine``: another rollout engine class than the recipe's."""
+    args = [
+        *(f"--config={c}" for c in config),
+        f"--trainer.max_steps={steps}",
+        "--trainer.limit_val_batches=0",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_checkpointing=false",
+        "--trainer.callbacks=[]",
+        "--trainer.logger=false",
+        f"--model.init_args.model_path={workload['model_path']}",
+        f"--model.init_args.dtype={workload['dtype']}",
+        f"--model.init_args.micro_batch_size={workload['micro_batch_size']}",
+        f"--data.init_args.prompts_per_step={workload['prompts']}",
+    ]
+    if engine:  # the recipe's engine arguments (max_new_tokens, temperature, dtype) carry over
+        args.append(f"--data.init_args.engine.class_path={engine}")
+    args.append(f"--data.init_args.engine.init_args.max_new_tokens={workload['max_tokens']}")
+    return args
+
+
+def run_stable_rl(
+    workload: dict,
+    steps: int,
+    config: list[str],
+    engine: str | None = None,
+    overrides: list[str] | None = None,
+    step_done: StepDone | None = None,
+) -> dict:
+    """``stable-rl fit`` with ``fit_args`` and then ``overrides`` (more ``stable-rl fit`` arguments)."""
     import lightning as L
     import torch
     from _fit import fit_with
@@ -65,6 +107,7 @@ def run_stable_rl(workload: dict, steps: int, config: list[str], engine: str | N
                 parts += [p for _, p in batch.rows(slice(start, start + mini)).length_sorted_parts(micro)]
             lengths = batch.response_mask.sum(-1)
             self.batch = {
+                "rows": rows,
                 "response_mean": float(lengths.float().mean()),
                 "response_max": int(lengths.max()),
                 "real_tokens": int(batch.attention_mask.sum()),
@@ -78,26 +121,14 @@ def run_stable_rl(workload: dict, steps: int, config: list[str], engine: str | N
             step = dict(self.batch)
             step.update({k: float(m[f"train/{k}"]) for k in ("reward", "loss", "grad_norm")})
             step["rollout"] = float(m["time/rollout"])
+            step["rollout_phase"] = sum(float(m[f"time/{phase}"]) for phase in ROLLOUT_PHASES)
             step["seconds"] = float(m["time/step"]) if "time/step" in m else None  # from the second step on
             self.steps.append(step)
+            if step_done is not None:
+                step_done(step, self.optimizer)
 
     probe = Probe()
-    args = [
-        *(f"--config={c}" for c in config),
-        f"--trainer.max_steps={steps}",
-        "--trainer.limit_val_batches=0",
-        "--trainer.enable_progress_bar=false",
-        "--trainer.enable_checkpointing=false",
-        "--trainer.callbacks=[]",
-        "--trainer.logger=false",
-        f"--model.init_args.model_path={workload['model_path']}",
-        f"--model.init_args.micro_batch_size={workload['micro_batch_size']}",
-        f"--data.init_args.prompts_per_step={workload['prompts']}",
-    ]
-    if engine:  # the recipe's engine arguments (max_new_tokens, temperature, dtype) carry over
-        args.append(f"--data.init_args.engine.class_path={engine}")
-    args.append(f"--data.init_args.engine.init_args.max_new_tokens={workload['max_tokens']}")
-    fit_with(probe, args)
+    fit_with(probe, fit_args(workload, steps, config, engine) + (overrides or []))
     return {"steps": probe.steps, "optimizer": probe.optimizer, "threads": torch.get_num_threads()}
 
 
@@ -125,139 +156,152 @@ def trl_dataset(workload: dict, steps: int, tokenizer):
     return Dataset.from_list(rows)
 
 
-def trl_config(workload: dict, steps: int, out: str, continuous_batching: bool, loss: dict):
-    """TRL's ``GRPOConfig`` for the workload: its best CPU settings (forwards of 64 rows, one generation
-    per forward), torch.optim.AdamW as stable-rl's recipe builds it, the rest TRL's defaults except where
-    they would change the workload (see the module docstring of ``trl_comparison``)."""
-    from trl import GRPOConfig
-
+def trl_settings(workload: dict, steps: int, out: str, loss: dict, options: dict) -> dict:
+    """TRL's ``GRPOConfig`` arguments for the workload: one optimizer step per prompts x G responses in
+    forwards of ``micro_batch_size`` rows, torch.optim.AdamW as stable-rl's recipe builds it, the rest TRL's
+    defaults except where they would change the workload, then ``loss`` (TRL's loss settings) and ``options``
+    (the device's: how TRL generates, precision)."""
     responses = workload["prompts"] * workload["group_size"]
     per_device = min(workload["micro_batch_size"], responses)
     if responses % per_device:
         raise ValueError(f"{responses} responses per step are not a multiple of {per_device} rows per forward")
-    return GRPOConfig(
-        output_dir=out,
-        max_steps=steps,
-        per_device_train_batch_size=per_device,  # rows per forward/backward, as stable-rl's micro_batch_size
-        gradient_accumulation_steps=responses // per_device,  # one optimizer step per prompts x G responses
-        steps_per_generation=1,  # generate per forward: HF generate pads each 64-row batch to its own longest
-        num_generations=workload["group_size"],
-        max_completion_length=workload["max_tokens"],
-        temperature=workload["temperature"],
-        top_p=1.0,
-        top_k=0,  # as stable-rl's engines: the full distribution
-        use_transformers_continuous_batching=continuous_batching,
-        learning_rate=workload["lr"],
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        optim="adamw_torch",  # torch.optim.AdamW, foreach/fused unset (torch's CPU default), as stable-rl's recipe
-        weight_decay=workload["weight_decay"],
-        max_grad_norm=workload["max_grad_norm"],
-        shuffle_dataset=False,
-        seed=workload["seed"],
-        bf16=False,
-        gradient_checkpointing=False,
-        use_cpu=True,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
+    return {
+        "output_dir": out,
+        "max_steps": steps,
+        "per_device_train_batch_size": per_device,  # rows per forward/backward, as stable-rl's micro_batch_size
+        "gradient_accumulation_steps": responses // per_device,  # one optimizer step per prompts x G responses
+        "num_generations": workload["group_size"],
+        "max_completion_length": workload["max_tokens"],
+        "temperature": workload["temperature"],
+        "top_p": 1.0,
+        "top_k": 0,  # as stable-rl's engines: the full distribution
+        "learning_rate": workload["lr"],
+        "lr_scheduler_type": "constant",
+        "warmup_steps": 0,
+        "optim": "adamw_torch",  # torch.optim.AdamW, foreach/fused unset, as stable-rl's recipe (TRL: fused)
+        "weight_decay": workload["weight_decay"],
+        "max_grad_norm": workload["max_grad_norm"],
+        "shuffle_dataset": False,
+        "seed": workload["seed"],
+        "gradient_checkpointing": False,  # TRL's default is on; stable-rl's recipe has it off
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "disable_tqdm": True,
         **loss,
-    )
+        **options,
+    }
 
 
-def run_trl(workload: dict, steps: int, continuous_batching: bool, loss: dict) -> dict:
-    """TRL's GRPOTrainer for ``steps`` optimizer steps on the workload."""
+def run_trl(workload: dict, steps: int, loss: dict, options: dict, step_done: StepDone | None = None) -> dict:
+    """TRL's GRPOTrainer for ``steps`` optimizer steps on the workload (``trl_settings``), the policy loaded in
+    the workload's dtype; generation is timed in vLLM's ``LLM.generate`` with ``use_vllm``, else in the
+    model's ``generate`` (and ``generate_batch``, transformers' continuous batching)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOTrainer
+    from trl import GRPOConfig, GRPOTrainer
 
     from stable_rl.data import MathVerifier
 
     tokenizer = AutoTokenizer.from_pretrained(workload["model_path"])
-    model = AutoModelForCausalLM.from_pretrained(workload["model_path"], dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        workload["model_path"],
+        dtype=getattr(torch, workload["dtype"]),
+        experts_implementation=workload["experts_implementation"],
+    )
     verifier = MathVerifier()
 
     def math_verify(completions: list[str], answer: list[str], **kwargs) -> list[float]:
         return verifier(completions, answer).tolist()
 
     class Clock(TrainerCallback):
-        """Step ends, and per step: seconds generating, the update forwards' shapes, and the logs."""
+        """Per step: its wall time (between step ends), the seconds of its timed parts, the update forwards'
+        shapes, and its log, made into the step's record when TRL logs it."""
 
         def __init__(self) -> None:
-            self.ends: list[float] = []
-            self.logs: list[dict] = []
+            self.end: float | None = None
+            self.record: dict = {}
             self.steps: list[dict] = []
             self.reset()
 
         def reset(self) -> None:
-            self.generating, self.lengths, self.real, self.padded, self.forwards = 0.0, [], 0, 0, 0
+            self.times: dict[str, float] = {}  # "generation", "scoring", "old_forward"
+            self.lengths: list = []  # completion lengths of the update's rows (tensors: no sync until the end)
+            self.real: list = []
+            self.padded, self.forwards = 0, 0
 
         def on_step_end(self, args, state, control, **kwargs) -> None:
-            self.ends.append(time.perf_counter())
-            self.steps.append(
-                {
-                    "rollout": self.generating,
-                    "response_mean": sum(self.lengths) / len(self.lengths),
-                    "response_max": max(self.lengths),
-                    "real_tokens": self.real,
-                    "padded_tokens": self.padded,
-                    "forwards": self.forwards,
-                }
-            )
+            now, times = time.perf_counter(), self.times
+            lengths = torch.cat(self.lengths).tolist()
+            self.record = {
+                "seconds": None if self.end is None else now - self.end,
+                "rollout": times.get("generation", 0.0),
+                "rollout_phase": times.get("scoring", 0.0) - times.get("old_forward", 0.0),
+                "rows": len(lengths),
+                "response_mean": sum(lengths) / len(lengths),
+                "response_max": max(lengths),
+                "real_tokens": int(sum(self.real)),
+                "padded_tokens": self.padded,
+                "forwards": self.forwards,
+            }
+            self.end = now
             self.reset()
 
-        def on_log(self, args, state, control, logs=None, **kwargs) -> None:
+        def on_log(self, args, state, control, logs=None, optimizer=None, **kwargs) -> None:
             if logs and "loss" in logs:
-                self.logs.append(dict(logs))
+                step = self.record | {key: logs.get(key) for key in ("reward", "loss", "grad_norm")}
+                self.steps.append(step)
+                if step_done is not None:
+                    step_done(step, optimizer_of(optimizer))
 
     clock = Clock()
 
-    def timed(method):
+    def timed_as(phase: str, method):
         def wrapper(*args, **kwargs):
-            start = time.perf_counter()
-            try:
+            with timed(clock.times, phase):
                 return method(*args, **kwargs)
-            finally:
-                clock.generating += time.perf_counter() - start
 
         return wrapper
 
-    # TRL generates with the model itself (one CPU process: nothing wraps it): generate, or generate_batch
-    # with continuous batching
-    model.generate = timed(model.generate)
-    if continuous_batching:
-        model.generate_batch = timed(model.generate_batch)
+    # Without vLLM, TRL generates with the model itself (one process: nothing wraps it): generate, or
+    # generate_batch with continuous batching
+    if not options.get("use_vllm"):
+        model.generate = timed_as("generation", model.generate)
+    if options.get("use_transformers_continuous_batching"):
+        model.generate_batch = timed_as("generation", model.generate_batch)
     with tempfile.TemporaryDirectory() as out:
         trainer = GRPOTrainer(
             model=model,
             reward_funcs=math_verify,
-            args=trl_config(workload, steps, out, continuous_batching, loss),
+            args=GRPOConfig(**trl_settings(workload, steps, out, loss, options)),
             train_dataset=trl_dataset(workload, steps, tokenizer),
             processing_class=tokenizer,
             callbacks=[clock],
         )
+        if options.get("use_vllm"):
+            llm = trainer.vllm_generation.llm
+            llm.generate = timed_as("generation", llm.generate)
+        trainer._generate_and_score_completions = timed_as("scoring", trainer._generate_and_score_completions)
         logprobs = trainer._get_per_token_logps_and_entropies
 
         def counted(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
-            """Every policy forward of the update: [rows, prompt + completion width]."""
+            """Every policy forward: [rows, prompt + completion width]; the update's each row once, and the
+            no-grad one of TRL's importance sampling (vLLM rollouts) over the whole batch, timed."""
             clock.padded += input_ids.numel()
-            clock.real += int(attention_mask.sum())
             clock.forwards += 1
-            clock.lengths += attention_mask[:, -logits_to_keep:].sum(-1).tolist()  # the completion mask
-            return logprobs(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+            if torch.is_grad_enabled():
+                clock.real.append(attention_mask.sum())
+                clock.lengths.append(attention_mask[:, -logits_to_keep:].sum(-1))  # the completion mask
+                return logprobs(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+            with timed(clock.times, "old_forward"):
+                return logprobs(model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
 
         trainer._get_per_token_logps_and_entropies = counted
         trainer.train()
         optimizer = optimizer_of(trainer.optimizer)
     verifier.close()
-    if len(clock.logs) != steps or len(clock.steps) != steps:
-        raise RuntimeError(f"TRL logged {len(clock.logs)} and ended {len(clock.steps)} of {steps} steps")
+    if len(clock.steps) != steps:
+        raise RuntimeError(f"TRL logged {len(clock.steps)} of {steps} steps")
     if not all(s["rollout"] for s in clock.steps):
         raise RuntimeError(f"generation was not timed in every step: {[s['rollout'] for s in clock.steps]}")
-    seconds = [None] + [b - a for a, b in zip(clock.ends, clock.ends[1:], strict=False)]
-    steps_run = [
-        {**step, "seconds": s, "reward": log["reward"], "loss": log["loss"], "grad_norm": log["grad_norm"]}
-        for s, step, log in zip(seconds, clock.steps, clock.logs, strict=True)
-    ]
-    return {"steps": steps_run, "optimizer": optimizer, "threads": torch.get_num_threads()}
+    return {"steps": clock.steps, "optimizer": optimizer, "threads": torch.get_num_threads()}

@@ -92,6 +92,12 @@ TRL_LOSS = {
     "router_aux_loss_coef": 0.0,  # no MoE load-balancing loss, as stable-rl
 }
 TRL_IS = "no training-inference importance sampling (TRL applies it only to vLLM rollouts)"
+# How TRL runs on CPU (with the workload's settings, _trl_runs.trl_settings): its best CPU settings
+TRL_CPU = {
+    "steps_per_generation": 1,  # generate per forward: HF generate pads each 64-row batch to its own longest
+    "bf16": False,
+    "use_cpu": True,
+}
 
 
 def recipe_setting(configs: list[str]) -> dict:
@@ -108,10 +114,13 @@ def recipe_setting(configs: list[str]) -> dict:
         "weight_decay": model["optimizer"]["init_args"].get("weight_decay", 0.0),
         "max_grad_norm": model.get("max_grad_norm"),
         "micro_batch_size": model.get("micro_batch_size") or 64,
+        "dtype": model["dtype"],
+        "experts_implementation": model.get("experts_implementation"),
         "prompt_source": data["prompts"],
         "prompts": data["prompts_per_step"],
         "group_size": data["group_size"],
         "max_tokens": engine["max_new_tokens"],
+        "max_prompt_tokens": data["max_prompt_tokens"],
         "temperature": engine.get("temperature", 1.0),
         "engine": data["engine"]["class_path"],
     }
@@ -222,9 +231,9 @@ def child(variant: str, workload: dict, steps: int, config: list[str], threads: 
     if variant.startswith("stable-rl"):
         return run_stable_rl(workload, steps, config, HF_ENGINE if variant == "stable-rl-hf" else None)
     if variant == "trl":
-        return run_trl(workload, steps, False, TRL_LOSS)
+        return run_trl(workload, steps, TRL_LOSS, TRL_CPU)
     try:  # trl-cb: a failure is a result (printed as a note), not the benchmark's failure
-        return run_trl(workload, steps, True, TRL_LOSS)
+        return run_trl(workload, steps, TRL_LOSS, TRL_CPU | {"use_transformers_continuous_batching": True})
     except Exception as error:
         return {"error": f"{type(error).__name__}: {error}"[:2000]}
 

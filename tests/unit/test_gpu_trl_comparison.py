@@ -1,0 +1,299 @@
+"""The GPU stable-rl vs TRL benchmark (benchmarks/gpu_trl_comparison.py) on CPU: both sides configured alike
+from one scale, TRL's GRPOConfig accepting its settings, the pacing of the two runs, and the tables from
+hand-worked numbers."""
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench():
+    path = ROOT / "benchmarks" / "gpu_trl_comparison.py"
+    spec = importlib.util.spec_from_file_location("gpu_trl_comparison", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # puts benchmarks/ on sys.path: _trl_runs, _pacing import after it
+    return module
+
+
+@pytest.fixture
+def large(monkeypatch):
+    """The large scale's workload on the tiny model (the recipe's paths are read from the project root; the
+    CLI is given its arguments, not pytest's)."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+    bench = _bench()
+    return bench, bench.workload(bench.recipe_setting(bench.RECIPE), "large", "data/tiny-qwen3-moe", 0.3, 1024)
+
+
+def test_gpu_trl_comparison_sides_run_the_same_batch_model_and_optimizer(large, tmp_path):
+    bench, w = large
+    from _trl_runs import fit_args, trl_settings
+
+    from stable_rl.cli import main
+
+    fit = main(fit_args(w, 4, bench.RECIPE) + bench.stable_rl_overrides(w), run=False)
+    ours, data, engine = fit.model, fit.datamodule, fit.datamodule.engine
+    trl = trl_settings(w, 4, str(tmp_path), bench.TRL_LOSS, bench.trl_options(w))
+    per_generation = trl["generation_batch_size"] // trl["per_device_train_batch_size"]
+    # 32 prompts x G = 8 in one generation and one optimizer step (on-policy), in forwards of 8 rows
+    assert data.prompts_per_step * data.group_size == trl["generation_batch_size"] == 256
+    assert data.group_size == trl["num_generations"] == 8
+    assert ours.mini_batch_size is None and trl["num_iterations"] == 1
+    assert ours.micro_batch_size == trl["per_device_train_batch_size"] == 8
+    assert per_generation == trl["gradient_accumulation_steps"] == 32
+    # the engines: lengths, sampling, memory, sleep mode, sequences at once (TRL's: rows x steps per generation)
+    assert engine.sampling.max_new_tokens == trl["max_completion_length"] == 1024
+    assert data.max_prompt_tokens + engine.sampling.max_new_tokens == trl["vllm_max_model_length"] == 1152
+    assert (engine.sampling.temperature, engine.sampling.top_p) == (trl["temperature"], trl["top_p"]) == (1.0, 1.0)
+    assert trl["top_k"] == 0
+    assert engine.gpu_memory_utilization == trl["vllm_gpu_memory_utilization"] == 0.3
+    assert engine.sleep_mode is trl["vllm_enable_sleep_mode"] is True
+    assert engine.max_num_seqs == trl["per_device_train_batch_size"] * per_generation == 256
+    assert engine.enforce_eager is False and trl["vllm_mode"] == "colocate" and trl["use_vllm"]
+    # the policy: bfloat16 weights (TRL loads them so, and autocasts), grouped-GEMM experts, no checkpointing
+    assert ours.dtype_name == engine.dtype == w["dtype"] == "bfloat16" and trl["bf16"]
+    assert ours.kernels["experts_implementation"] == w["experts_implementation"] == "grouped_mm"
+    assert ours.gradient_checkpointing is trl["gradient_checkpointing"] is False
+    # the optimizer: torch's AdamW, foreach and fused unset, the recipe's lr (constant), decay and clip
+    adamw = ours.optimizer_factory([torch.nn.Parameter(torch.zeros(1))])
+    group = adamw.param_groups[0]
+    assert type(adamw) is torch.optim.AdamW and group["foreach"] is None and group["fused"] is None
+    assert trl["optim"] == "adamw_torch" and trl["lr_scheduler_type"] == "constant" and trl["warmup_steps"] == 0
+    assert (group["lr"], group["weight_decay"]) == (trl["learning_rate"], trl["weight_decay"]) == (1e-4, 0.0)
+    assert ours.max_grad_norm == trl["max_grad_norm"] == 1.0
+    assert trl["seed"] == 0 and trl["shuffle_dataset"] is False
+
+
+def test_gpu_trl_comparison_trl_accepts_its_settings(large, tmp_path):
+    """GRPOConfig builds from the settings (with use_cpu: bf16 without a GPU is refused otherwise), and
+    transformers' Trainer makes torch's AdamW of them, foreach and fused unset as stable-rl's."""
+    pytest.importorskip("trl")
+    from _trl_runs import trl_settings
+    from transformers import Trainer
+    from trl import GRPOConfig
+
+    bench, w = large
+    settings = trl_settings(w, 4, str(tmp_path), bench.TRL_LOSS, bench.trl_options(w))
+    config = GRPOConfig(**settings, use_cpu=True)
+    assert (config.steps_per_generation, config.generation_batch_size) == (32, 256)
+    assert config.vllm_importance_sampling_correction and config.beta == 0.0 and config.loss_type == "dapo"
+    optimizer, arguments = Trainer.get_optimizer_cls_and_kwargs(config)
+    assert optimizer is torch.optim.AdamW
+    assert arguments == {"lr": 1e-4, "betas": (0.9, 0.999), "eps": 1e-8}
+
+
+def test_gpu_trl_comparison_scales_size_both_sides():
+    bench = _bench()
+    recipe = {"group_size": 8, "max_prompt_tokens": 128, "dtype": "float32", "experts_implementation": None}
+    w = bench.workload(recipe, "small", "model", 0.25, 512)
+    assert w == {
+        "group_size": 8,
+        "max_prompt_tokens": 128,
+        "dtype": "bfloat16",
+        "experts_implementation": "grouped_mm",
+        "model_path": "model",
+        "prompts": 16,
+        "max_tokens": 512,
+        "micro_batch_size": 32,
+        "gpu_memory_utilization": 0.25,
+    }
+    assert bench.trl_options(w) == {
+        "generation_batch_size": 128,
+        "bf16": True,
+        "use_vllm": True,
+        "vllm_mode": "colocate",
+        "vllm_enable_sleep_mode": True,
+        "vllm_gpu_memory_utilization": 0.25,
+        "vllm_max_model_length": 640,
+    }
+
+
+def test_gpu_trl_comparison_widened_tokenizer_encodes_as_before_and_decodes_every_id(tmp_path):
+    _bench()
+    from _random_moe import TOKENIZER, widened_tokenizer
+    from transformers import AutoTokenizer
+
+    widened_tokenizer(str(ROOT / TOKENIZER), str(tmp_path), 4096)
+    tiny, wide = AutoTokenizer.from_pretrained(ROOT / TOKENIZER), AutoTokenizer.from_pretrained(tmp_path)
+    chat = [{"role": "user", "content": "What is 12 + 35? Put the answer in \\boxed{}."}]
+    prompt = tiny.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    assert wide.apply_chat_template(chat, add_generation_prompt=True, tokenize=False) == prompt
+    assert wide(text=prompt)["input_ids"] == tiny(text=prompt)["input_ids"]
+    assert len(wide) == 4096 and (wide.eos_token_id, wide.pad_token_id) == (tiny.eos_token_id, tiny.pad_token_id)
+    assert wide.decode([2048, 2049, 4095]) == " aaaa aaab adau"  # the words past the tiny vocabulary
+
+
+def test_gpu_trl_comparison_reads_key_values():
+    pairs = ["large=2048", "vllm_model_impl=transformers", "vllm_importance_sampling_correction=false"]
+    assert _bench().key_values(pairs) == {
+        "large": 2048,
+        "vllm_model_impl": "transformers",
+        "vllm_importance_sampling_correction": False,
+    }
+
+
+def _step(seconds, rollout, phase, rows=128, mean=250.0, longest=256, real=40000, padded=41000, forwards=8):
+    return dict(
+        seconds=seconds,
+        rollout=rollout,
+        rollout_phase=phase,
+        rows=rows,
+        response_mean=mean,
+        response_max=longest,
+        real_tokens=real,
+        padded_tokens=padded,
+        forwards=forwards,
+    )
+
+
+def test_gpu_trl_comparison_block_summary():
+    steps = [_step(10.0, 6.0, 7.0, mean=250.0), _step(14.0, 8.0, 9.0, mean=200.0, longest=250, real=20000)]
+    # training: (10 - 7) + (14 - 9) = 8 s; generated: 128 x (250 + 200) tokens over 14 s of generation
+    assert _bench().block_summary(steps) == {
+        "steps": 2,
+        "seconds": 12.0,
+        "generation": 7.0,
+        "training": 4.0,
+        "rest": 1.0,
+        "rows": 128.0,
+        "response_mean": 225.0,
+        "response_max": 256,
+        "forwards": 8.0,
+        "generated_per_s": 128 * 450 / 14,
+        "real_per_s": 60000 / 8,
+        "padded_per_s": 82000 / 8,
+    }
+
+
+def _record(side, round_, seconds, rollout, phase, optimizer="adamw", rows=128):
+    info = {"device": "H100", "versions": {"torch": "2.11", "vllm": "0.26"}, "optimizer": {"class": optimizer}}
+    steps = [_step(seconds, rollout, phase, rows=rows)]
+    return {
+        "scale": "large",
+        "setting": "32 x 8, <= 1024 tokens",
+        "side": side,
+        "round": round_,
+        "info": info,
+        "steps": steps,
+    }
+
+
+def test_gpu_trl_comparison_tables_pair_rounds_and_judge_the_target(tmp_path):
+    records = [
+        _record("stable-rl", 0, 99.0, 50.0, 60.0),  # warm-up: left out
+        _record("trl", 0, 99.0, 50.0, 60.0),
+        _record("stable-rl", 1, 10.0, 6.0, 7.0),
+        _record("trl", 1, 15.0, 9.0, 11.0),
+        _record("trl", 2, 12.0, 8.0, 9.0),
+        _record("stable-rl", 2, 10.0, 5.0, 6.0),
+        _record("stable-rl", 3, 8.0, 4.0, 5.0),  # cut off before TRL's turn: not paired
+    ]
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    lines = _bench().tables(_bench().load(tmp_path)).splitlines()
+    assert lines[0] == 'H100; torch 2.11, vllm 0.26; optimizer {"class": "adamw"}'
+    # stable-rl: steps 10, 10, 8 s; generation 6, 5, 4; training 3, 4, 3; rest 1, 1, 1
+    assert lines[4] == (
+        "| large: 32 x 8, <= 1024 tokens | stable-rl | 3 x 1 | 10.00 (8.00-10.00) | 5.00 | 3.00 | 1.00 "
+        "| 128 x 250 / 256 | 6,400 | 13,333 | 13,667 | 8 |"
+    )
+    # per round, TRL / stable-rl: steps 15/10, 12/10; generation 9/6, 8/5; training 4/3, 3/4
+    assert lines[9] == (
+        "| large | 1.35x (1.20-1.50x) | 1.55x (1.50-1.60x) | 1.04x (0.75-1.33x) | >= 1.30x: met | 1.50, 1.20 |"
+    )
+    assert len(lines) == 10  # same rows and optimizer: no note
+
+
+def test_gpu_trl_comparison_tables_note_what_differs(tmp_path):
+    records = [_record("stable-rl", 1, 10.0, 6.0, 7.0), _record("trl", 1, 9.0, 6.0, 7.0, "fused", rows=64)]
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    lines = _bench().tables(_bench().load(tmp_path)).splitlines()
+    assert lines[9].endswith("| >= 1.30x: missed | 0.90 |")
+    assert lines[-3:] == [
+        "",
+        "Note: large: the responses per step differ: 128 vs 64",
+        "Note: large: the optimizers differ: {'class': 'adamw'} vs {'class': 'fused'}",
+    ]
+
+
+CHILD = """
+import sys
+sys.path.insert(0, sys.argv[1])  # benchmarks/
+from _pacing import Pacer
+
+pacer = Pacer(int(sys.argv[-1]), warmup=1, block=2)
+for seconds in (None, 1.0, 2.0, 3.0, 4.0):
+    pacer.record({"seconds": seconds}, {"step": seconds})
+"""
+
+
+def test_gpu_trl_comparison_pacing_takes_turns_and_leaves_the_waits_out(tmp_path):
+    _bench()
+    from _pacing import PacedChild
+
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    child = PacedChild([sys.executable, str(script), str(ROOT / "benchmarks")], tmp_path / "child.log")
+    assert child.block() == {"info": {"step": None}, "steps": [{"seconds": None}]}  # the warm-up
+    time.sleep(0.3)  # the parent's turn elsewhere: not in the next step's seconds
+    report = child.go()
+    assert report["info"] == {"step": 2.0}
+    first, second = (step["seconds"] for step in report["steps"])
+    assert 0.0 < first <= 0.7 and second == 2.0
+    child.stop()  # before its last block: it ends at once
+    assert child.process.returncode == 0
+    assert (tmp_path / "child.log").read_text() == ""
+
+
+def test_gpu_trl_comparison_pacing_quotes_a_failed_child(tmp_path):
+    _bench()
+    from _pacing import PacedChild
+
+    child = PacedChild([sys.executable, "-c", "import sys; print('no engine'); sys.exit(3)"], tmp_path / "child.log")
+    with pytest.raises(RuntimeError, match=r"exit code 3\) without its report; the end of .*child.log:\nno engine$"):
+        child.block()
+    child.stop()
+
+
+LEAVER = """
+import os, sys, time
+pid = os.fork()
+if pid == 0:
+    time.sleep(60)  # a process it started, holding the report pipe open
+    os._exit(0)
+print(pid, flush=True)
+sys.exit(2)
+"""
+
+
+def test_gpu_trl_comparison_pacing_ends_what_a_child_leaves(tmp_path):
+    _bench()
+    from _pacing import PacedChild
+
+    child = PacedChild([sys.executable, "-c", LEAVER], tmp_path / "child.log")
+    began = time.perf_counter()
+    with pytest.raises(RuntimeError, match=r"exit code 2\)"):
+        child.block()  # not waiting for the pipe to close
+    assert time.perf_counter() - began < 30
+    left = int((tmp_path / "child.log").read_text())
+    child.stop()
+    for _ in range(100):
+        if _ended(left):
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"process {left} outlived stop()")
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie (its new parent may be slow to reap it, or never)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
