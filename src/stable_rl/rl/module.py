@@ -81,7 +81,10 @@ class PolicyModule(HFPolicyModule):
         attn_implementation: see ``HFPolicyModule``.
         gradient_checkpointing: see ``HFPolicyModule``.
         mixed_precision: see ``HFPolicyModule``.
-        kernels, compile_layers, compile_logprobs, padding_mask: see ``HFPolicyModule``.
+        kernels: see ``HFPolicyModule``.
+        compile_layers: see ``HFPolicyModule``.
+        compile_logprobs: see ``HFPolicyModule``.
+        padding_mask: see ``HFPolicyModule``.
         health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
             |log(pi_theta/mu_old)| exceeds this (``stable_rl.health``).
         max_nonfinite_updates: an update whose loss or gradient is NaN/inf is skipped (no weight or
