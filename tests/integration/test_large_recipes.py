@@ -233,3 +233,32 @@ def test_the_long_frontier_recipes_build(in_repo, upcycled_smollm2_path, overlay
     scheduler = module.lr_scheduler_factory(optimizer)
     assert optimizer.defaults["lr"] == 4e-6 and isinstance(scheduler, ExponentialLR)
     assert scheduler.gamma**4 == pytest.approx(2.0, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("arm", "clip", "replay", "dtype"),
+    [
+        ([], True, [], "bfloat16"),
+        (["recipes/paper/noclip.yaml"], False, [], "bfloat16"),
+        (["recipes/paper/r3.yaml"], True, ["R3"], "bfloat16"),
+        (["recipes/long/exact.yaml"], True, [], "float32"),
+    ],
+)
+def test_the_long_n8_frontier_keeps_the_ramp_per_global_step(in_repo, upcycled_smollm2_path, arm, clip, replay, dtype):
+    """recipes/long/n8.yaml: 8 updates of 16 responses per global step of 16 x 8, the ramp x2 per 32 updates
+    (4 global steps, as on-policy), 48 global steps; the arm before it sets clipping and replay."""
+    stack = [
+        LONG,
+        "--config=recipes/long/frontier.yaml",
+        *(f"--config={a}" for a in arm),
+        "--config=recipes/long/n8.yaml",
+    ]
+    cli = main(
+        [*stack, "--trainer.accelerator=cpu", f"--model.init_args.model_path={upcycled_smollm2_path}"], run=False
+    )
+    module = cli.model
+    assert (module.mini_batch_size, cli.trainer.max_steps, module.objective.clip) == (16, 384, clip)
+    assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == replay
+    assert cli.datamodule.engine.dtype == dtype
+    scheduler = module.lr_scheduler_factory(module.optimizer_factory(torch.nn.Linear(1, 1).parameters()))
+    assert scheduler.gamma**32 == pytest.approx(2.0, rel=1e-12)
