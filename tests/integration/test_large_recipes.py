@@ -211,7 +211,7 @@ def test_the_long_task_cold_start_builds_on_the_rl_task(in_repo, upcycled_smollm
     ],
 )
 def test_the_long_frontier_recipes_build(in_repo, upcycled_smollm2_path, overlays, dtype, scheme, train_infer_is):
-    """recipes/long/frontier.yaml: the long task's ramp x2 per 4 updates from 4e-6, 16 x 8 responses of up to
+    """recipes/long/frontier.yaml: the long task's ramp x2 per 4 updates from 8e-6, 16 x 8 responses of up to
     640 tokens, three runs sharing a GPU for 6 minutes of training each; exact.yaml the float32 control."""
     args = [LONG, "--config=recipes/long/frontier.yaml", *(f"--config={o}" for o in overlays)]
     cli = main([*args, "--trainer.accelerator=cpu", f"--model.init_args.model_path={upcycled_smollm2_path}"], run=False)
@@ -231,7 +231,7 @@ def test_the_long_frontier_recipes_build(in_repo, upcycled_smollm2_path, overlay
     assert not any(isinstance(c, RoutingReplay) for c in cli.trainer.callbacks)
     optimizer = module.optimizer_factory(torch.nn.Linear(1, 1).parameters())
     scheduler = module.lr_scheduler_factory(optimizer)
-    assert optimizer.defaults["lr"] == 4e-6 and isinstance(scheduler, ExponentialLR)
+    assert optimizer.defaults["lr"] == 8e-6 and isinstance(scheduler, ExponentialLR)
     assert scheduler.gamma**4 == pytest.approx(2.0, rel=1e-12)
 
 
