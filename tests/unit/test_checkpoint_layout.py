@@ -40,3 +40,19 @@ def test_mixtral_gets_its_block_sparse_moe_names_back(upcycled_smollm2_path):
     assert out.keys() == disk.keys() | {"lm_head.weight"}
     assert all(torch.equal(out[name], disk[name]) for name in disk)
     assert torch.equal(out["lm_head.weight"], disk["model.embed_tokens.weight"])
+
+
+def test_a_sync_derives_the_models_conversions_once_not_per_weight(tiny_model_path, monkeypatch):
+    """transformers derives a model's conversions by walking all its modules: per weight, that is O(weights x
+    modules) a sync (about a second for a 30B-A3B MoE's 531 weights)."""
+    from transformers import conversion_mapping
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
+    layout = CheckpointLayout(tiny_model_path)
+    derive = conversion_mapping.get_model_conversion_mapping
+    calls = []
+    monkeypatch.setattr(
+        conversion_mapping, "get_model_conversion_mapping", lambda *a, **k: calls.append(1) or derive(*a, **k)
+    )
+    out = dict(layout(iter(model.state_dict().items())))
+    assert len(out) == 135 and calls == []
