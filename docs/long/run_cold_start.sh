@@ -11,5 +11,5 @@ python3 data/make_smollm2.py ${GGUF:+--gguf "$GGUF"}
 python3 data/make_smollm2_moe.py
 TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 python3 -m stable_rl.cli fit --config recipes/long/cold_start_sft_smollm2_moe.yaml \
   --trainer.logger.init_args.save_dir="$runs" "$@"
-csv=$(ls -d "$runs"/long_cold_start_sft_smollm2_moe/version_* | sort -t_ -k2 -n | tail -1)/metrics.csv
+csv=$(ls -d "$runs"/long_cold_start_sft_smollm2_moe/version_* | sort -V | tail -1)/metrics.csv
 mkdir -p "$out/logs" && cp "$csv" "$out/logs/metrics.csv"

@@ -59,7 +59,7 @@ def test_gpu_trl_comparison_sides_run_the_same_batch_model_and_optimizer(large, 
     assert engine.enforce_eager is False and trl["vllm_mode"] == "colocate" and trl["use_vllm"]
     # the policy: bfloat16 weights (TRL loads them so, and autocasts), grouped-GEMM experts, no checkpointing
     assert ours.dtype_name == engine.dtype == w["dtype"] == "bfloat16" and trl["bf16"]
-    assert ours.kernels["experts_implementation"] == w["experts_implementation"] == "grouped_mm"
+    assert ours.implementations["experts_implementation"] == w["experts_implementation"] == "grouped_mm"
     assert ours.gradient_checkpointing is trl["gradient_checkpointing"] is False
     # the optimizer: torch's AdamW, foreach and fused unset, the recipe's lr (constant), decay and clip
     adamw = ours.optimizer_factory([torch.nn.Parameter(torch.zeros(1))])
