@@ -15,6 +15,8 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedModel
 
+from stable_rl.padding import check_right_padded
+
 
 def _logits(hidden: Tensor, weight: Tensor, temperature: float) -> Tensor:
     """``hidden`` [n, H] @ ``weight`` [V, H]^T / temperature in float32 (float64 for float64 inputs).
@@ -172,11 +174,3 @@ def sequence_logprobs(
         )
 
     return aligned(logprobs), aligned(entropies) if entropy else None
-
-
-def check_right_padded(attention_mask: Tensor) -> None:
-    """Raise unless every row of ``attention_mask`` [M, L] is real tokens followed by padding."""
-    if (attention_mask[:, 1:] > attention_mask[:, :-1]).any():
-        raise ValueError(
-            "padding_mask=False needs right-padded rows, but a real token follows padding: keep the padding mask"
-        )

@@ -21,6 +21,15 @@ def right_pad(rows: list[tuple[list[int], list[int]]], pad_token_id: int) -> tup
     return input_ids, attention_mask, response_mask
 
 
+def check_right_padded(attention_mask: Tensor) -> None:
+    """Raise unless every row of ``attention_mask`` [M, L] is real tokens followed by padding (as ``right_pad``
+    makes them)."""
+    if (attention_mask[:, 1:] > attention_mask[:, :-1]).any():
+        raise ValueError(
+            "padding_mask=False needs right-padded rows, but a real token follows padding: keep the padding mask"
+        )
+
+
 def pad_id(config) -> int:
     """The padding id of a tokenizer or generation config, or its (first) EOS id where it has none
     (padding is always masked out)."""
