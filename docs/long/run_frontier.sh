@@ -5,9 +5,10 @@
 # into docs/long/frontier/logs/, and the figures and table are made from those committed logs.
 #   bash docs/long/run_frontier.sh 0              # one wave (one H100: ~9 min), then the report
 #   bash docs/long/run_frontier.sh --report       # the report again, from the committed logs alone
+#   bash docs/long/run_frontier.sh --report docs/long/frontier/preview   # the first wave's (an earlier protocol)
 set -euo pipefail
 source docs/paper/frontier/wave.sh
-out=docs/long/frontier
+out=${2:-docs/long/frontier}
 runs=${SAVE_DIR:-runs/long_frontier}
 l=recipes/long
 variants=("" recipes/paper/minirl_no_is.yaml "$l/exact.yaml")

@@ -174,7 +174,9 @@ def plot_frontier(outcomes: list[Outcome], path: Path) -> None:
     ax.set_xticks(range(len(variants)), list(variants), rotation=30, ha="right", fontsize=8)
     ax.set_yscale("log")
     ax.set_ylabel("learning rate at collapse")
-    ax.set_title("stability frontier (dot: a seed's collapse, bar: median, open triangle: survived to, x: cut off at)")
+    ax.set_title(  # two lines: a figure of few variants is narrower than one
+        "stability frontier\ndot: a seed's collapse, bar: median, open triangle: survived to, x: cut off at", fontsize=9
+    )
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
