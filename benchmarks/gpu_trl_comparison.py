@@ -41,7 +41,10 @@ Each framework's own way, as it comes: stable-rl runs MiniRL, its first forward 
 pi_old, its micro-batches sorted by length, vLLM not detokenizing, a seed per request. TRL runs its GRPO loss
 (``trl_comparison.TRL_LOSS``) with its importance-sampling correction for vLLM rollouts (its default): one
 more forward, without gradients, over the batch before the update; vLLM detokenizes, caches prefixes and
-prefills 4,096 tokens at a time (TRL's settings); rows are padded to the longest of each forward.
+prefills 4,096 tokens at a time (TRL's settings); rows are padded to the longest of each forward. One fix to
+TRL: its colocated weight push sends transformers 5's fused MoE experts (``mlp.experts.gate_up_proj``), which
+vLLM's loaders do not know, so its first sync fails; the harness sends them in the checkpoint's layout, as
+stable-rl does (``_trl_runs.push_checkpoint_layout``).
 
 Per global step (``_trl_runs.STEP_KEYS``): wall seconds (stable-rl's ``time/step``, TRL's between its
 ``on_step_end`` callbacks), generation (the engine's generate call: stable-rl's ``time/rollout``, TRL's

