@@ -246,7 +246,7 @@ def test_the_long_frontier_recipes_build(in_repo, upcycled_smollm2_path, overlay
 )
 def test_the_long_n8_frontier_keeps_the_ramp_per_global_step(in_repo, upcycled_smollm2_path, arm, clip, replay, dtype):
     """recipes/long/n8.yaml: 8 updates of 16 responses per global step of 16 x 8, the ramp x2 per 32 updates
-    (4 global steps, as on-policy), 48 global steps; the arm before it sets clipping and replay."""
+    (4 global steps, as on-policy) from 4e-6, 48 global steps; the arm before it sets clipping and replay."""
     stack = [
         LONG,
         "--config=recipes/long/frontier.yaml",
@@ -260,5 +260,6 @@ def test_the_long_n8_frontier_keeps_the_ramp_per_global_step(in_repo, upcycled_s
     assert (module.mini_batch_size, cli.trainer.max_steps, module.objective.clip) == (16, 384, clip)
     assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == replay
     assert cli.datamodule.engine.dtype == dtype
-    scheduler = module.lr_scheduler_factory(module.optimizer_factory(torch.nn.Linear(1, 1).parameters()))
-    assert scheduler.gamma**32 == pytest.approx(2.0, rel=1e-12)
+    optimizer = module.optimizer_factory(torch.nn.Linear(1, 1).parameters())
+    assert (optimizer.defaults["lr"], optimizer.defaults["weight_decay"]) == (4e-6, 0.0)  # half on-policy's start
+    assert module.lr_scheduler_factory(optimizer).gamma ** 32 == pytest.approx(2.0, rel=1e-12)
