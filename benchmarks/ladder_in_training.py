@@ -6,6 +6,12 @@ one after another, keeps each run's metrics under ``--out``, and prints the mean
 
     python benchmarks/ladder_in_training.py --steps 20 --out benchmarks/cpu/ladder_in_training
     python benchmarks/ladder_in_training.py --out benchmarks/cpu/ladder_in_training --report  # the table again
+
+With ``--gpu`` (one CUDA GPU with vLLM) the rungs are real vLLM's instead, on ``recipes/gpu/minirl_r3.yaml``: the
+bfloat16 engine, FP8 weights and activations (``recipes/gpu/fp8.yaml``, one scale per tensor: vLLM 0.26 has no
+per-channel scheme), an FP8 KV cache (``recipes/gpu/fp8_kv.yaml``) and both, the four runs sharing the GPU:
+
+    python benchmarks/ladder_in_training.py --gpu --steps 20 --out benchmarks/gpu/ladder_in_training
 """
 
 import argparse
@@ -28,16 +34,36 @@ COLUMNS = {
 }
 
 
-def recipes() -> list[str]:
+GPU_BASE = ["recipes/gpu/minirl_r3.yaml"]
+GPU_RUNGS = [
+    [],
+    ["recipes/gpu/fp8.yaml"],
+    ["recipes/gpu/fp8_kv.yaml"],
+    ["recipes/gpu/fp8.yaml", "recipes/gpu/fp8_kv.yaml"],
+]
+GPU_MEMORY = 0.2  # of the GPU for each of the four engines, which share it
+
+
+def recipes(gpu: bool = False) -> list[str]:
+    """The sweep's recipes, one config stack (space-separated) per rung."""
+    if gpu:
+        return [" ".join(GPU_BASE + rung) for rung in GPU_RUNGS]
     return [" ".join(BASE + ([f"recipes/paper/mismatch/{rung}.yaml"] if rung else [])) for rung in RUNGS]
 
 
-def run(steps: int, out: Path) -> None:
+def fit_args(steps: int, gpu: bool = False) -> list[str]:
+    """What every rung's ``stable-rl fit`` gets after its recipe."""
+    args = [f"--trainer.max_steps={steps}", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false"]
+    return args + ([f"--data.init_args.engine.init_args.gpu_memory_utilization={GPU_MEMORY}"] if gpu else [])
+
+
+def run(steps: int, out: Path, gpu: bool = False) -> None:
     save_dir = Path("runs/ladder_in_training")
     shutil.rmtree(save_dir, ignore_errors=True)
-    command = [sys.executable, "-m", "stable_rl.sweep", "--seeds", "0", "--save-dir", str(save_dir), "--recipes"]
-    extra = [f"--trainer.max_steps={steps}", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false"]
-    subprocess.run([*command, *recipes(), "--", *extra], check=True)
+    command = [sys.executable, "-m", "stable_rl.sweep", "--seeds", "0", "--save-dir", str(save_dir)]
+    if gpu:  # all rungs at once on the one GPU
+        command += ["--parallel", str(len(GPU_RUNGS)), "--per-gpu", str(len(GPU_RUNGS))]
+    subprocess.run([*command, "--recipes", *recipes(gpu), "--", *fit_args(steps, gpu)], check=True)
     for csv in save_dir.glob("*/version_0/metrics.csv"):
         target = out / csv.parent.parent.name / "version_0"
         target.mkdir(parents=True, exist_ok=True)
@@ -58,9 +84,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="global steps per rung")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/cpu/ladder_in_training"))
     parser.add_argument("--report", action="store_true", help="print the table from the kept logs only")
+    parser.add_argument("--gpu", action="store_true", help="real vLLM's rungs on one CUDA GPU")
     args = parser.parse_args()
     if not args.report:
-        run(args.steps, args.out)
+        run(args.steps, args.out, args.gpu)
     print(table(args.out))
 
 

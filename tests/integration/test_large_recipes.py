@@ -96,6 +96,30 @@ def test_the_gpu_recipes_build(in_repo):
     assert fp8.fp8_scheme == "fp8_per_tensor" and fp8.dtype == "bfloat16" and not fp8.enforce_eager
 
 
+def test_the_gpu_mismatch_ladder_stacks_real_vllm_rungs(in_repo, monkeypatch):
+    """benchmarks/ladder_in_training.py --gpu: the bfloat16 engine, FP8 weights and activations, an FP8 KV
+    cache and both, each on recipes/gpu/minirl_r3.yaml (R3, so the routing agreement is logged)."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    from ladder_in_training import fit_args, recipes
+
+    engines = []
+    for stack in recipes(gpu=True):
+        configs = [f"--config={c}" for c in stack.split()]
+        cli = main([*configs, *fit_args(20, gpu=True), "--trainer.accelerator=cpu"], run=False)
+        assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == ["R3"]
+        assert cli.trainer.max_steps == 20
+        engine = cli.datamodule.engine
+        engines.append((type(engine), engine.dtype, engine.fp8_scheme, engine.kv_cache_dtype))
+        assert engine.gpu_memory_utilization == 0.2  # four engines share the GPU
+    vllm = (VLLMEngine, "bfloat16")
+    assert engines == [
+        (*vllm, None, "auto"),
+        (*vllm, "fp8_per_tensor", "auto"),
+        (*vllm, None, "fp8"),
+        (*vllm, "fp8_per_tensor", "fp8"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("overlays", "dtype", "scheme", "train_infer_is", "length_norm", "replay", "kv_cache"),
     [
