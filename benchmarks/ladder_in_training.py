@@ -8,8 +8,8 @@ one after another, keeps each run's metrics under ``--out``, and prints the mean
     python benchmarks/ladder_in_training.py --out benchmarks/cpu/ladder_in_training --report  # the table again
 
 With ``--gpu`` (one CUDA GPU with vLLM) the rungs are real vLLM's instead, on ``recipes/gpu/minirl_r3.yaml``: the
-bfloat16 engine, FP8 weights and activations (``recipes/gpu/fp8.yaml``, one scale per tensor: vLLM 0.26 has no
-per-channel scheme), an FP8 KV cache (``recipes/gpu/fp8_kv.yaml``) and both, the four runs sharing the GPU:
+bfloat16 engine, FP8 weights and activations (``recipes/gpu/fp8.yaml``, one scale per tensor: vLLM 0.26-0.32
+crash loading the per-channel scheme), an FP8 KV cache (``recipes/gpu/fp8_kv.yaml``) and both, the four runs sharing the GPU:
 
     python benchmarks/ladder_in_training.py --gpu --steps 20 --out benchmarks/gpu/ladder_in_training
 """
@@ -82,10 +82,11 @@ def table(out: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20, help="global steps per rung")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/cpu/ladder_in_training"))
+    parser.add_argument("--out", type=Path, help="default: benchmarks/cpu/ladder_in_training, or gpu/ with --gpu")
     parser.add_argument("--report", action="store_true", help="print the table from the kept logs only")
     parser.add_argument("--gpu", action="store_true", help="real vLLM's rungs on one CUDA GPU")
     args = parser.parse_args()
+    args.out = args.out or Path("benchmarks", "gpu" if args.gpu else "cpu", "ladder_in_training")
     if not args.report:
         run(args.steps, args.out, args.gpu)
     print(table(args.out))

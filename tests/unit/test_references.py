@@ -37,6 +37,7 @@ NOT_IN_REPO = {
     "data/smollm2-135m-instruct": "built by data/make_smollm2.py (git-ignored)",
     "data/smollm2-135m-moe": "built by data/make_smollm2_moe.py (git-ignored)",
     "data/smollm2-135m-moe-sft": "exported by recipes/long/cold_start_sft_smollm2_moe.yaml (git-ignored)",
+    "benchmarks/gpu/ladder_in_training": "written by benchmarks/ladder_in_training.py --gpu (not yet run on a GPU)",
 }
 
 
