@@ -8,7 +8,8 @@
 #   bash docs/long/run_frontier.sh --report docs/long/frontier/preview   # the first wave's (an earlier protocol)
 set -euo pipefail
 source docs/paper/frontier/wave.sh
-out=${2:-docs/long/frontier}
+out=docs/long/frontier
+[ "${1:-}" = "--report" ] && out=${2:-$out}  # a DIR only after --report: otherwise every argument is a seed
 runs=${SAVE_DIR:-runs/long_frontier}
 l=recipes/long
 variants=("" recipes/paper/minirl_no_is.yaml "$l/exact.yaml")
