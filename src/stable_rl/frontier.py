@@ -98,6 +98,13 @@ def separated(unstable: list[Outcome], stable: list[Outcome], ratio: float = 2.0
     ) >= ratio * median_lr(unstable)
 
 
+def verdict(unstable: list[Outcome], stable: list[Outcome]) -> str:
+    """The rule's answer for a pair as the table prints it: "yes", "no", or none while a seed is cut off."""
+    if any(o.cut_off for o in unstable + stable):
+        return "no verdict (a seed cut off)"
+    return "yes" if separated(unstable, stable) else "no"
+
+
 def by_variant(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:
     variants: dict[str, list[Outcome]] = {}
     for o in outcomes:
@@ -126,7 +133,7 @@ def table(outcomes: list[Outcome], pairs: list[tuple[str, str]]) -> str:
         for unstable, stable in pairs:
             a, b = variants.get(unstable, []), variants.get(stable, [])
             ratio = median_lr(b) / median_lr(a) if a and b else math.nan
-            lines.append(f"| {unstable} | {stable} | {ratio:.3g} | {'yes' if separated(a, b) else 'no'} |")
+            lines.append(f"| {unstable} | {stable} | {ratio:.3g} | {verdict(a, b)} |")
     return "\n".join(lines)
 
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from stable_rl.frontier import Outcome, outcome, separated
+from stable_rl.frontier import Outcome, outcome, separated, verdict
 from stable_rl.report import main
 
 HEADER = (
@@ -77,6 +77,13 @@ def test_the_decision_rule(unstable, stable, expected):
     assert separated(unstable, stable) is expected
 
 
+def test_the_tables_verdict_tells_a_cut_off_pair_from_a_separation_that_failed():
+    cut = Outcome("v", 0, 3, 1.0, cut_off=True)
+    assert verdict([fell(1), fell(2), fell(3)], [fell(4), fell(5), fell(6)]) == "yes"
+    assert verdict([fell(1), fell(2), fell(5)], [fell(4), fell(8), fell(9)]) == "no"
+    assert verdict([fell(1), fell(2), fell(3)], [fell(9), fell(9), cut]) == "no verdict (a seed cut off)"
+
+
 def test_frontier_report_writes_the_figures_and_the_table(tmp_path, capsys):
     runs = [
         write_run(tmp_path, "no_is-s0", ramp({2: "kl_spike"})),
@@ -93,7 +100,7 @@ def test_frontier_report_writes_the_figures_and_the_table(tmp_path, capsys):
     # no_is: collapses at 4e-4 and 2e-4, median 3e-4; minirl: 1.6e-3 and a survivor (inf): median inf
     assert "| no_is | 2 | s0 2: 0.0004 kl_spike, s1 1: 0.0002 reward_collapse | - | - | 0.0003 |" in text
     assert "| minirl | 3 | s0 4: 0.0016 reward_collapse | s1 4: 0.0016 | s2 2: 0.0004 | inf |" in text
-    assert "| no_is | minirl | inf | no |" in text  # a seed of minirl was cut off: no verdict
+    assert "| no_is | minirl | inf | no verdict (a seed cut off) |" in text  # minirl-s2 was cut off
     # no_is-s0's steps 0, 1 (collapse at 2) and no_is-s1's step 0 had no train/kl_k3 columns: "-"
     assert "| no_is | - | - | - | - |" in text
 
