@@ -200,7 +200,7 @@ def test_two_nodes_of_one_process_train_as_one_node_of_two(tmp_path):
     two_nodes = train_rows(quickstart(tmp_path / "two", fsdp2, "--trainer.max_steps=2", nodes=2))
     assert list(one_node) == list(two_nodes) == ["0", "1"]
     for step, row in one_node.items():
-        for name in ("train/reward", "train/loss", "train/grad_norm", "train/entropy"):
+        for name in ("train/reward", "train/groups_with_signal", "train/loss", "train/grad_norm", "train/entropy"):
             assert two_nodes[step][name] == row[name], (step, name)
 
 
@@ -217,6 +217,7 @@ def test_four_fsdp2_processes_in_two_tensor_parallel_engine_groups_train_as_two_
     assert list(two) == list(four) == ["0", "1"]
     for step in two:
         assert four[step]["train/reward"] == two[step]["train/reward"], step
+        assert four[step]["train/groups_with_signal"] == two[step]["train/groups_with_signal"], step  # over all ranks
         for name in ("train/grad_norm", "train/entropy", "train/response_length"):
             assert float(four[step][name]) == pytest.approx(float(two[step][name]), rel=1e-5), (step, name)
         # the loss nearly cancels (advantages sum to zero per group): float32 rounding of its O(1) terms

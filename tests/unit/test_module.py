@@ -179,6 +179,14 @@ def test_kl_and_entropy_metrics_are_those_of_pi_old(tiny_model_path):
     assert expected_kl > 1.0  # the fixed batch's log mu (about -2) is above the random policy's log pi (about -7.6)
 
 
+def test_groups_with_signal_is_the_fraction_of_prompts_whose_rewards_differ(tiny_model_path):
+    batch = fixed_batch(vocab=2048, prompts=2, group=4)  # rewards [1, 0, 0, 1] and [0, 0, 0, 1]
+    batch.rewards[4:] = 1.0  # the second prompt's group all correct: zero advantages, no learning signal
+    module, _, _ = frozen_policy(tiny_model_path, batch)
+    metrics = train_on(batch, module, steps=1).trainer.callback_metrics
+    assert metrics["train/groups_with_signal"].item() == 0.5
+
+
 def nan_batch(version: int = 0) -> RolloutBatch:
     batch = fixed_batch(vocab=2048, version=version)
     batch.rollout_logprobs[0, batch.response_mask[0].nonzero()[0, 0]] = float("nan")  # a broken engine log-prob

@@ -247,6 +247,8 @@ class PolicyModule(HFPolicyModule):
             skipped = self._updates(batch, old_logprobs, entropy, advantages, mini, micro)  # fills mini-batch 1
         metrics = self.step_metrics
         metrics.mean("reward", batch.rewards)
+        groups = batch.rewards.view(-1, batch.group_size)  # [prompts, G]
+        metrics.mean("groups_with_signal", (groups != groups[:, :1]).any(-1))  # rewards differ: nonzero advantages
         metrics.mean("response_length", mask.sum(-1))
         metrics.mean("kl", batch.rollout_logprobs - old_logprobs, mask)  # KL[mu_old || pi_old], the paper's estimate
         metrics.mean("kl_k3", token_kl(batch.rollout_logprobs, old_logprobs), mask)  # the same, lower variance
