@@ -41,7 +41,7 @@ GPU_RUNGS = [
     ["recipes/gpu/fp8_kv.yaml"],
     ["recipes/gpu/fp8.yaml", "recipes/gpu/fp8_kv.yaml"],
 ]
-GPU_MEMORY = 0.2  # of the GPU for each of the four engines, which share it
+GPU_MEMORY = 0.1  # of the GPU for each of the four engines (the tiny model): they share it with the training runs
 
 
 def recipes(gpu: bool = False) -> list[str]:

@@ -110,7 +110,7 @@ def test_the_gpu_mismatch_ladder_stacks_real_vllm_rungs(in_repo, monkeypatch):
         assert cli.trainer.max_steps == 20
         engine = cli.datamodule.engine
         engines.append((type(engine), engine.dtype, engine.fp8_scheme, engine.kv_cache_dtype))
-        assert engine.gpu_memory_utilization == 0.2  # four engines share the GPU
+        assert engine.gpu_memory_utilization == 0.1  # four engines share the GPU with other work
     vllm = (VLLMEngine, "bfloat16")
     assert engines == [
         (*vllm, None, "auto"),
