@@ -1,9 +1,9 @@
 #!/bin/bash
 # The stability frontier on the long task (docs/long-task.md): MiniRL, w/o train-infer IS and the exact
 # control (recipes/long/frontier.yaml and its overlays) x the seeds given, three runs sharing one GPU, each
-# at most 6 minutes of training; after the cold start (docs/long/run_cold_start.sh). Each run's metrics.csv is copied
+# at most 10 minutes of training; after the cold start (docs/long/run_cold_start.sh). Each run's metrics.csv is copied
 # into docs/long/frontier/logs/, and the figures and table are made from those committed logs.
-#   bash docs/long/run_frontier.sh 0              # one wave (one H100: ~9 min), then the report
+#   bash docs/long/run_frontier.sh 0              # one wave (up to ~12 min: start it with docs/long/detached.sh), then the report
 #   bash docs/long/run_frontier.sh --report       # the report again, from the committed logs alone
 #   bash docs/long/run_frontier.sh --report docs/long/frontier/preview   # the first wave's (an earlier protocol)
 set -euo pipefail

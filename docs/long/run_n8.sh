@@ -1,9 +1,9 @@
 #!/bin/bash
 # The long task's frontier off-policy at N = 8 (docs/long-task.md): no clip, clip without replay, clip + R2,
 # clip + R3 and the exact float32 control (clip, no replay), x the seeds given, three runs sharing one GPU,
-# each at most 6 minutes of training; after the cold start (docs/long/run_cold_start.sh). Each run's
+# each at most 10 minutes of training; after the cold start (docs/long/run_cold_start.sh). Each run's
 # metrics.csv is copied into docs/long/n8/logs/, and the report is made from those committed logs.
-#   bash docs/long/run_n8.sh 0            # the runs (one H100: ~9 min per three), then the report
+#   bash docs/long/run_n8.sh 0            # the runs (up to ~12 min per three: start them with docs/long/detached.sh), then the report
 #   bash docs/long/run_n8.sh --report     # the report again, from the committed logs alone
 set -euo pipefail
 source docs/paper/frontier/wave.sh
