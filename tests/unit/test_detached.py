@@ -1,6 +1,9 @@
 """docs/long/detached.sh: jobs that outlive the shell that started them, and a wait with a time limit."""
 
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "long" / "detached.sh"
@@ -26,3 +29,36 @@ def test_the_wait_names_a_failed_job_and_one_still_running(tmp_path):
     done = detached(tmp_path, "wait", "1", "bad", "slow")
     assert done.returncode == 1
     assert done.stdout == "bad: ended, code 3: broken\nslow: running: \n"
+
+
+def test_a_job_survives_the_end_of_its_starters_session(tmp_path):
+    """As a remote runner ends a call: every process of the call's session and process group killed once
+    the starter returns (here, while the call still runs); the job, in a session of its own, runs on."""
+    env = {"PATH": "/usr/bin:/bin", "DETACHED_DIR": str(tmp_path)}
+    call = f"bash {SCRIPT} start job bash -c 'sleep 2; echo survived'; sleep 60"
+    with subprocess.Popen(
+        ["bash", "-c", call], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
+    ) as caller:
+        assert caller.stdout.readline().startswith("started job")
+        os.killpg(caller.pid, signal.SIGKILL)  # the call's session: its process group is its leader's id
+    done = detached(tmp_path, "wait", "30", "job")
+    assert (done.returncode, done.stdout) == (0, "job: ended, code 0: survived\n")
+
+
+def test_a_name_in_use_is_refused_and_an_unknown_or_killed_job_is_named_at_once(tmp_path):
+    assert detached(tmp_path, "start", "busy", "sleep", "30").returncode == 0
+    again = detached(tmp_path, "start", "busy", "true")
+    assert again.returncode == 1 and "still running" in again.stderr
+    os.kill(int((tmp_path / "busy.pid").read_text()), signal.SIGKILL)  # the wrapper: no exit code written
+    start = time.monotonic()
+    done = detached(tmp_path, "wait", "30", "busy", "never")
+    assert time.monotonic() - start < 10  # neither is waited for
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0].startswith("busy: lost: ended without an exit code")
+    assert done.stdout.splitlines()[1].startswith("never: unknown: never started on this machine")
+    assert detached(tmp_path, "start", "busy", "true").returncode == 0  # the name is free again
+
+
+def test_the_wait_exits_3_while_a_job_runs_and_none_failed(tmp_path):
+    detached(tmp_path, "start", "slow", "sleep", "5")
+    assert detached(tmp_path, "wait", "0", "slow").returncode == 3
