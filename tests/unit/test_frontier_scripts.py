@@ -12,9 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def report(tmp_path: Path, script: str, args: list[str], folder: str) -> subprocess.CompletedProcess:
+def report(tmp_path: Path, script: str, args: list[str], *folders: str) -> subprocess.CompletedProcess:
     scripts = [p.relative_to(ROOT) for d in ("docs/paper/frontier", "docs/long") for p in (ROOT / d).glob("*.sh")]
-    for path in [*scripts, Path(folder) / "logs"]:
+    for path in [*scripts, *(Path(folder) / "logs" for folder in folders)]:
         target = tmp_path / path
         target.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (ROOT / path).is_dir() else shutil.copy)(ROOT / path, target)
@@ -29,13 +29,16 @@ def report(tmp_path: Path, script: str, args: list[str], folder: str) -> subproc
 @pytest.mark.parametrize(
     ("script", "args", "folder"),
     [
+        ("docs/paper/frontier/run_onpolicy.sh", ["--report"], "docs/paper/frontier/onpolicy"),
         ("docs/paper/frontier/run_n8.sh", ["--report"], "docs/paper/frontier/n8"),
+        ("docs/paper/frontier/run_fp4.sh", ["--report"], "docs/paper/frontier/fp4"),
         ("docs/long/run_frontier.sh", ["--report"], "docs/long/frontier"),
         ("docs/long/run_frontier.sh", ["--report", "docs/long/frontier/preview"], "docs/long/frontier/preview"),
     ],
 )
 def test_a_frontier_report_remakes_its_committed_table(tmp_path, script, args, folder):
-    done = report(tmp_path, script, args, folder)
+    control = ["docs/paper/frontier/onpolicy"] if folder.endswith("fp4") else []  # the FP4 table's exact arm
+    done = report(tmp_path, script, args, folder, *control)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / folder / "frontier.md").read_text() == (ROOT / folder / "frontier.md").read_text()
 
@@ -43,3 +46,34 @@ def test_a_frontier_report_remakes_its_committed_table(tmp_path, script, args, f
 def test_the_off_policy_script_takes_n_2_4_or_8(tmp_path):
     done = report(tmp_path, "docs/paper/frontier/run_offpolicy.sh", ["3", "--report"], "docs/paper/frontier/n8")
     assert done.returncode == 2 and "N = 2, 4 or 8 (got '3')" in done.stderr
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_the_off_policy_pairs_name_the_runs_the_sweep_makes(tmp_path, n):
+    """run_offpolicy.sh N: every variant of a pair it judges is a run name that stable_rl.sweep gives its
+    arms (a misspelt pair would read 'no' in the table, with no run behind it)."""
+    calls = tmp_path / "calls"
+    python = tmp_path / "bin" / "python3"  # records the sweep's run names and the report's pairs, runs nothing
+    python.parent.mkdir()
+    python.write_text(
+        f'#!/bin/sh\nif [ "$2" = stable_rl.sweep ]; then "{sys.executable}" "$@" --dry-run >> "{calls}"; '
+        f'else echo "$@" >> "{calls}"; fi\n'
+    )
+    python.chmod(0o755)
+    env = os.environ | {"PATH": f"{python.parent}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT / "src")}
+    env |= {"SAVE_DIR": str(tmp_path / "runs")}
+    shutil.copytree(ROOT / "recipes", tmp_path / "recipes")  # the sweep checks that each recipe file exists
+    (tmp_path / "frontier").mkdir()
+    for path in (ROOT / "docs" / "paper" / "frontier").glob("*.sh"):
+        shutil.copy(path, tmp_path / "frontier")
+    script = tmp_path / "frontier" / "run_offpolicy.sh"
+    done = subprocess.run(["bash", str(script), str(n), "0"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = calls.read_text().splitlines()
+    names = {
+        arg.split("=", 1)[1].removesuffix("-s0") for arg in " ".join(lines).split() if "logger.init_args.name=" in arg
+    }
+    (report_call,) = [line for line in lines if line.startswith("-m stable_rl.report")]
+    pairs = report_call.split("--pair ", 1)[1].split()
+    assert len(names) == (8 if n == 8 else 6) and len(pairs) == (10 if n == 8 else 8)
+    assert {v for pair in pairs for v in pair.split(":")} <= names

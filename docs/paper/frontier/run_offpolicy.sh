@@ -14,12 +14,13 @@ out=docs/paper/frontier/n$n
 runs=${SAVE_DIR:-runs/frontier_n$n}
 p=recipes/paper
 arms=("$p/noclip.yaml" "$p/noclip.yaml $p/r2.yaml" ""  # MiniRL (clip, no replay): named n$n
-  "$p/r2.yaml" "$p/r3.yaml" recipes/frontier/exact.yaml)
+  "$p/r2.yaml" "$p/r3.yaml")
 pairs=("noclip+n$n:r2+n$n" "noclip+r2+n$n:r2+n$n" "n$n:r2+n$n" "n$n:r3+n$n" "r2+n$n:r3+n$n" "r3+n$n:r2+n$n")
 if [ "$n" = 8 ]; then  # the baselines, at the paper's N only
   arms+=("$p/grpo.yaml" "$p/cispo.yaml")
   pairs+=("grpo+n8:r3+n8" "cispo+n8:r3+n8")
 fi
+arms+=(recipes/frontier/exact.yaml)  # last, as the N = 8 wave ran: the sweep starts the runs in this order
 pairs+=("n$n:exact+n$n" "exact+n$n:n$n")
 if [ "${1:-}" != "--report" ]; then
   recipes=()

@@ -6,6 +6,7 @@ wave() {
   python3 -m stable_rl.sweep --parallel "$parallel" --per-gpu "$parallel" --seeds $seeds --save-dir "$runs" \
     --recipes "$@" || true  # a failed run is named by the sweep; the others still count
   for csv in "$runs"/*/version_0/metrics.csv; do
+    [ -f "$csv" ] || continue  # no run wrote a log: not a run named '*'
     local name
     name=$(basename "$(dirname "$(dirname "$csv")")")
     mkdir -p "$out/logs/$name/version_0" && cp "$csv" "$out/logs/$name/version_0/"
