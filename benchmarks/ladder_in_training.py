@@ -42,6 +42,10 @@ GPU_RUNGS = [
     ["recipes/gpu/fp8.yaml", "recipes/gpu/fp8_kv.yaml"],
 ]
 GPU_MEMORY = 0.1  # of the GPU for each of the four engines (the tiny model): they share it with the training runs
+# A fixed KV cache, as every recipe whose runs share a GPU has (recipes/frontier/onpolicy_fp8.yaml): sized from
+# gpu_memory_utilization, vLLM profiles its memory at start-up and fails ("Error in memory profiling") when
+# another process frees memory meanwhile, as the other rungs' engines do each time they go to sleep.
+GPU_KV_CACHE_BYTES = 1 << 30
 
 
 def recipes(gpu: bool = False) -> list[str]:
@@ -54,7 +58,12 @@ def recipes(gpu: bool = False) -> list[str]:
 def fit_args(steps: int, gpu: bool = False) -> list[str]:
     """What every rung's ``stable-rl fit`` gets after its recipe."""
     args = [f"--trainer.max_steps={steps}", "--trainer.limit_val_batches=0", "--trainer.enable_progress_bar=false"]
-    return args + ([f"--data.init_args.engine.init_args.gpu_memory_utilization={GPU_MEMORY}"] if gpu else [])
+    engine = "--data.init_args.engine.init_args"
+    return args + (
+        [f"{engine}.gpu_memory_utilization={GPU_MEMORY}", f"{engine}.kv_cache_memory_bytes={GPU_KV_CACHE_BYTES}"]
+        if gpu
+        else []
+    )
 
 
 def run(steps: int, out: Path, gpu: bool = False) -> None:

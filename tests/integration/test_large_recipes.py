@@ -111,6 +111,7 @@ def test_the_gpu_mismatch_ladder_stacks_real_vllm_rungs(in_repo, monkeypatch):
         engine = cli.datamodule.engine
         engines.append((type(engine), engine.dtype, engine.fp8_scheme, engine.kv_cache_dtype))
         assert engine.gpu_memory_utilization == 0.1  # four engines share the GPU with other work
+        assert engine.kv_cache_memory_bytes == 1 << 30  # no memory profiling while the others sleep and wake
     vllm = (VLLMEngine, "bfloat16")
     assert engines == [
         (*vllm, None, "auto"),
