@@ -28,7 +28,8 @@ PROMPTS, GROUP, STEPS = 4, 4, 2
 
 
 def global_batch(model_path: str) -> RolloutBatch:
-    """4 prompts x 4 responses of 1-8 random tokens, rewards with signal in every group, and valid
+    """4 prompts x 4 responses of 1-8 random tokens, rewards with signal in every group but the last (all
+    wrong: zero advantages, and a share of the processes' ``train/groups_with_signal`` that differs), and valid
     random routes (distinct top-k experts per token and MoE layer)."""
     config = AutoConfig.from_pretrained(model_path)
     g = torch.Generator().manual_seed(0)
@@ -41,7 +42,7 @@ def global_batch(model_path: str) -> RolloutBatch:
             scores = torch.rand(len(prompt) + n - 1, config.num_hidden_layers, config.num_experts, generator=g)
             routes = scores.argsort(-1)[..., : config.num_experts_per_tok].to(torch.int16).numpy()
             samples.append(Sample(prompt, response, (-torch.rand(n, generator=g) * 3).tolist(), routes))
-    rewards = torch.tensor([1.0, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 0])
+    rewards = torch.tensor([1.0, 0, 0, 1, 0, 1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0])
     return RolloutBatch.from_samples(samples, rewards, GROUP, 0, temperature=1.0, policy_version=0)
 
 

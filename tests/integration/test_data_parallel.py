@@ -46,6 +46,8 @@ def test_two_processes_make_the_updates_of_one(tiny_model_path, tmp_path, extra,
         torch.testing.assert_close(two["weights"][name], weight, rtol=1e-5, atol=1e-6, msg=name)
     for name in ("train/loss", "train/kl", "train/kl_k3", "train/entropy", "train/reward", "train/grad_norm"):
         torch.testing.assert_close(two["metrics"][name], one["metrics"][name], rtol=1e-5, atol=1e-7, msg=name)
+    # over all processes' prompts: rank 0 alone holds only groups with signal, its partner one without
+    assert one["metrics"]["train/groups_with_signal"] == two["metrics"]["train/groups_with_signal"] == 0.75
     if "--replay" in extra:
         assert one["metrics"]["train/routing/update_agreement"] == two["metrics"]["train/routing/update_agreement"]
 
