@@ -3,7 +3,7 @@
 # control (recipes/long/frontier.yaml and its overlays) x the seeds given, three runs sharing one GPU, each
 # at most 10 minutes of training; after the cold start (docs/long/run_cold_start.sh). Each run's metrics.csv is copied
 # into docs/long/frontier/logs/, and the figures and table are made from those committed logs.
-#   bash docs/long/run_frontier.sh 0              # one wave (up to ~12 min: start it with docs/long/detached.sh), then the report
+#   bash docs/long/run_frontier.sh 0              # one wave (~14 min: start it with docs/long/detached.sh), then the report
 #   bash docs/long/run_frontier.sh --report       # the report again, from the committed logs alone
 #   bash docs/long/run_frontier.sh --report docs/long/frontier/preview   # the first wave's (an earlier protocol)
 set -euo pipefail
@@ -18,5 +18,5 @@ if [ "${1:-}" != "--report" ]; then
   for v in "${variants[@]}"; do recipes+=("$l/minirl_smollm2_moe.yaml $l/frontier.yaml${v:+ $v}"); done
   wave "$out" "$runs" "${PARALLEL:-3}" "${*:-0}" "${recipes[@]}" ${FIT_ARGS:+-- $FIT_ARGS}  # FIT_ARGS: for every run
 fi
-python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --out "$out" --pair \
+python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --steps 48 --out "$out" --pair \
   frontier+minirl_no_is:frontier frontier:frontier+minirl_no_is frontier:frontier+exact frontier+exact:frontier

@@ -3,7 +3,7 @@
 # clip + R3 and the exact float32 control (clip, no replay), x the seeds given, three runs sharing one GPU,
 # each at most 10 minutes of training; after the cold start (docs/long/run_cold_start.sh). Each run's
 # metrics.csv is copied into docs/long/n8/logs/, and the report is made from those committed logs.
-#   bash docs/long/run_n8.sh 0            # the runs (up to ~12 min per three: start them with docs/long/detached.sh), then the report
+#   bash docs/long/run_n8.sh 0            # the runs (~14 min per three: start them with docs/long/detached.sh), then the report
 #   bash docs/long/run_n8.sh --report     # the report again, from the committed logs alone
 set -euo pipefail
 source docs/paper/frontier/wave.sh
@@ -17,6 +17,6 @@ if [ "${1:-}" != "--report" ]; then
   for a in "${arms[@]}"; do recipes+=("recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml${a:+ $a} recipes/long/n8.yaml"); done
   wave "$out" "$runs" "${PARALLEL:-3}" "${*:-0}" "${recipes[@]}" ${FIT_ARGS:+-- $FIT_ARGS}  # FIT_ARGS: for every run
 fi
-python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --out "$out" --pair \
+python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --steps 48 --out "$out" --pair \
   frontier+noclip+n8:frontier+r2+n8 frontier+n8:frontier+r2+n8 frontier+n8:frontier+r3+n8 \
   frontier+r2+n8:frontier+r3+n8 frontier+n8:frontier+exact+n8 frontier+exact+n8:frontier+n8
