@@ -88,7 +88,7 @@ def median_lr(outcomes: list[Outcome]) -> float:
 def separated(unstable: list[Outcome], stable: list[Outcome], ratio: float = 2.0) -> bool:
     """The decision rule, fixed before the runs: ``stable`` holds where ``unstable`` collapses when every
     seed of ``unstable`` collapses below every seed of ``stable`` (survivors above all) and the median
-    collapse learning rates differ by at least ``ratio``. A cut-off run leaves its pair without a verdict."""
+    collapse learning rates differ by at least ``ratio``. False with a cut-off run (``verdict`` bounds it)."""
     if any(o.cut_off for o in unstable + stable):
         return False
     if not unstable or not stable or any(o.collapse_lr is None for o in unstable):
@@ -99,10 +99,26 @@ def separated(unstable: list[Outcome], stable: list[Outcome], ratio: float = 2.0
 
 
 def verdict(unstable: list[Outcome], stable: list[Outcome]) -> str:
-    """The rule's answer for a pair as the table prints it: "yes", "no", or none while a seed is cut off."""
-    if any(o.cut_off for o in unstable + stable):
-        return "no verdict (a seed cut off)"
-    return "yes" if separated(unstable, stable) else "no"
+    """The rule's answer for a pair as the table prints it: "yes", "no", or none while a cut-off seed could
+    still decide it. A cut-off run would have collapsed, if at all, above the last rate it reached; the rule
+    favours separation most when the unstable variant's cut-off runs collapse right there and the stable
+    one's survive, least in the opposite case. If both agree, no outcome of the cut-off runs changes the answer
+    (a control stopped by a time limit far above the other variant's collapses still separates from it)."""
+    if not any(o.cut_off for o in unstable + stable):
+        return "yes" if separated(unstable, stable) else "no"
+
+    def completed(runs: list[Outcome], collapse: bool) -> list[Outcome]:
+        """Each cut-off run collapsing at its last rate (``collapse``) or surviving."""
+        done = [replace(o, cut_off=False) for o in runs]
+        return [
+            replace(d, collapse_lr=o.last_lr) if o.cut_off and collapse else d for o, d in zip(runs, done, strict=True)
+        ]
+
+    if separated(completed(unstable, False), completed(stable, True)):
+        return "yes"
+    if not separated(completed(unstable, True), completed(stable, False)):
+        return "no"
+    return "no verdict (a seed cut off)"
 
 
 def by_variant(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:

@@ -1,6 +1,7 @@
 """The stability frontier from small synthetic CSV logs: each run's collapse, the decision rule, the report."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -82,6 +83,15 @@ def test_the_tables_verdict_tells_a_cut_off_pair_from_a_separation_that_failed()
     assert verdict([fell(1), fell(2), fell(3)], [fell(4), fell(5), fell(6)]) == "yes"
     assert verdict([fell(1), fell(2), fell(5)], [fell(4), fell(8), fell(9)]) == "no"
     assert verdict([fell(1), fell(2), fell(3)], [fell(9), fell(9), cut]) == "no verdict (a seed cut off)"
+    # whatever the cut-off seed would have done: a stable seed below an unstable one, or a stable seed cut
+    # off above every collapse of the unstable variant (it collapses, if at all, above 5), medians 2x apart
+    assert verdict([fell(1), fell(2), fell(3)], [fell(2.5), fell(9), cut]) == "no"
+    assert verdict([fell(1), fell(2), cut], [fell(2), fell(9), fell(9)]) == "no"  # 2 is not below 2
+    assert (
+        verdict([fell(1), fell(2), cut], [fell(9), fell(9), fell(9)]) == "no verdict (a seed cut off)"
+    )  # it may survive
+    assert verdict([fell(1), fell(2), fell(3)], [fell(9), fell(9), replace(cut, last_lr=5.0)]) == "yes"
+    assert verdict([fell(1), fell(2), replace(cut, last_lr=0.5)], [fell(4), fell(4)]) == "no verdict (a seed cut off)"
 
 
 def test_frontier_report_writes_the_figures_and_the_table(tmp_path, capsys):
