@@ -18,12 +18,17 @@ def report(tmp_path: Path, script: str, args: list[str], *folders: str) -> subpr
         target = tmp_path / path
         target.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (ROOT / path).is_dir() else shutil.copy)(ROOT / path, target)
-    python = tmp_path / "bin" / "python3"  # the scripts call python3: this interpreter, with the package
-    python.parent.mkdir()
-    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    python.chmod(0o755)
-    env = os.environ | {"PATH": f"{python.parent}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT / "src")}
+    env = python3_as(tmp_path, f'exec "{sys.executable}" "$@"')  # this interpreter, with the package
     return subprocess.run(["bash", script, *args], cwd=tmp_path, env=env, capture_output=True, text=True)
+
+
+def python3_as(tmp_path: Path, body: str) -> dict:
+    """The environment in which the scripts' ``python3`` is a shell script of ``body`` (``src`` importable)."""
+    python = tmp_path / "bin" / "python3"
+    python.parent.mkdir()
+    python.write_text(f"#!/bin/sh\n{body}\n")
+    python.chmod(0o755)
+    return os.environ | {"PATH": f"{python.parent}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT / "src")}
 
 
 @pytest.mark.parametrize(
@@ -53,14 +58,11 @@ def test_the_off_policy_pairs_name_the_runs_the_sweep_makes(tmp_path, n):
     """run_offpolicy.sh N: every variant of a pair it judges is a run name that stable_rl.sweep gives its
     arms (a misspelt pair would read 'no' in the table, with no run behind it)."""
     calls = tmp_path / "calls"
-    python = tmp_path / "bin" / "python3"  # records the sweep's run names and the report's pairs, runs nothing
-    python.parent.mkdir()
-    python.write_text(
-        f'#!/bin/sh\nif [ "$2" = stable_rl.sweep ]; then "{sys.executable}" "$@" --dry-run >> "{calls}"; '
-        f'else echo "$@" >> "{calls}"; fi\n'
+    env = python3_as(  # records the sweep's run names and the report's pairs, runs nothing
+        tmp_path,
+        f'if [ "$2" = stable_rl.sweep ]; then "{sys.executable}" "$@" --dry-run >> "{calls}"; '
+        f'else echo "$@" >> "{calls}"; fi',
     )
-    python.chmod(0o755)
-    env = os.environ | {"PATH": f"{python.parent}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT / "src")}
     env |= {"SAVE_DIR": str(tmp_path / "runs")}
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")  # the sweep checks that each recipe file exists
     (tmp_path / "frontier").mkdir()
