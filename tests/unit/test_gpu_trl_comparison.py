@@ -331,6 +331,7 @@ def test_gpu_trl_comparison_trls_own_colocated_sync_goes_through_the_shim():
     """TRL's ``VLLMGeneration.sync_weights`` in colocate mode, the installed TRL's own code (no vLLM engine: its
     ``load_weights`` records what it is given), reads the weights through the instance's ``_iter_named_params``,
     so the shim reaches it: vLLM is given the checkpoint's names, no fused experts."""
+    pytest.importorskip("trl")
     _bench()
     from contextlib import nullcontext
     from types import SimpleNamespace
