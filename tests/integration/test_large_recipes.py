@@ -275,6 +275,24 @@ def test_the_long_frontier_recipes_build(in_repo, upcycled_smollm2_path, overlay
     assert scheduler.gamma**4 == pytest.approx(2.0, rel=1e-12)
 
 
+def test_the_long_fixed_rate_probe_keeps_one_rate(in_repo, upcycled_smollm2_path):
+    """recipes/long/fixed_lr.yaml: the frontier's settings with a constant rate (2e-6, or the one given, as
+    docs/long/run_fixed_lr.sh gives it), one pass over the pool, 15 minutes, held-out reward every 8 steps."""
+    stack = [LONG, "--config=recipes/long/frontier.yaml", "--config=recipes/long/fixed_lr.yaml"]
+    path = f"--model.init_args.model_path={upcycled_smollm2_path}"
+    for given, rate in (([], 2e-6), (["--model.init_args.optimizer.init_args.lr=4e-6"], 4e-6)):
+        cli = main([*stack, "--trainer.accelerator=cpu", path, *given], run=False)
+        optimizer = cli.model.optimizer_factory(torch.nn.Linear(1, 1).parameters())
+        scheduler = cli.model.lr_scheduler_factory(optimizer)
+        for _ in range(3):
+            optimizer.step()
+            scheduler.step()
+        assert optimizer.param_groups[0]["lr"] == rate
+    (timer,) = [c for c in cli.trainer.callbacks if isinstance(c, Timer)]
+    assert (cli.trainer.max_steps, timer._duration, cli.trainer.val_check_interval) == (128, 900.0, 8)
+    assert cli.datamodule.engine.fp8_scheme == "fp8_per_tensor" and cli.model.max_grad_norm == 100.0
+
+
 @pytest.mark.parametrize(
     ("arm", "clip", "replay", "dtype"),
     [

@@ -79,3 +79,43 @@ def test_the_off_policy_pairs_name_the_runs_the_sweep_makes(tmp_path, n):
     pairs = report_call.split("--pair ", 1)[1].split()
     assert len(names) == (8 if n == 8 else 6) and len(pairs) == (10 if n == 8 else 8)
     assert {v for pair in pairs for v in pair.split(":")} <= names
+
+
+def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
+    """run_fixed_lr.sh R...: one sweep per rate, each run given that rate and its own folder, each run's log
+    copied to logs/lr<R>/ and the report made from the copies (the sweep records its commands and writes a
+    one-row log, its rate as the reward, instead of training)."""
+    calls = tmp_path / "calls"
+    log = "$dir/frontier+fixed_lr-s0/version_0"
+    env = python3_as(
+        tmp_path,
+        f'if [ "$2" = stable_rl.sweep ]; then shift 2; for a; do last=${{a#*=}}; done\n'
+        f'"{sys.executable}" -m stable_rl.sweep --dry-run "$@" >> "{calls}"\n'
+        f'dir=$(echo "$@" | sed "s/.*--save-dir \\([^ ]*\\).*/\\1/"); mkdir -p "{log}"\n'
+        f'printf "step,train/reward\\n0,%s\\n" "$last" > "{log}/metrics.csv"\n'
+        f'else exec "{sys.executable}" "$@"; fi',
+    )
+    shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
+    (tmp_path / "docs" / "long").mkdir(parents=True)
+    shutil.copy(ROOT / "docs/long/run_fixed_lr.sh", tmp_path / "docs/long")
+    done = subprocess.run(
+        ["bash", "docs/long/run_fixed_lr.sh", "1e-6", "3e-6"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    commands = sorted(calls.read_text().splitlines())
+    assert [c.split()[-1] for c in commands] == [
+        "--model.init_args.optimizer.init_args.lr=1e-6",
+        "--model.init_args.optimizer.init_args.lr=3e-6",
+    ]
+    assert [c.split("save_dir=")[1].split()[0] for c in commands] == [
+        "runs/long_fixed_lr/lr1e-6",
+        "runs/long_fixed_lr/lr3e-6",
+    ]
+    assert all("--config=recipes/long/fixed_lr.yaml" in c for c in commands)
+    logs = tmp_path / "docs/long/fixed_lr/logs"
+    for rate in ("1e-6", "3e-6"):
+        rows = (logs / f"lr{rate}" / "version_0" / "metrics.csv").read_text().splitlines()
+        assert rows[1] == f"0,{rate}"  # the run's log: its rate, as the fake wrote it
+    report_md = (tmp_path / "docs/long/fixed_lr/report.md").read_text()
+    assert "| train/reward | lr1e-6/version_0 | 1e-06 | 0 |" in report_md
+    assert "| train/reward | lr3e-6/version_0 | 3e-06 | 0 |" in report_md
