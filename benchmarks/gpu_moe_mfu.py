@@ -19,7 +19,9 @@ parameters + causal attention, per token, over the card's dense bf16 peak) and s
 Options (``stable_rl.kernels``, ``HFPolicyModule``): ``experts_implementation: liger`` (Liger's fused MoE,
 autotuning off unless ``--liger-autotune``: each kernel would benchmark 16-32 configs on first use),
 ``kernels: liger`` (Liger's RMSNorm), ``compile_layers``, ``compile_logprobs`` (stable-rl's head only: its
-raw row is the baseline's) and ``padding_mask: false`` (raw: called without the padding mask too).
+raw row is the baseline's), ``padding_mask: false`` (raw: called without the padding mask too) and
+``packed_sequences`` with ``attn_implementation: flex_attention`` (stable-rl's packing only: the raw model
+runs flex attention on the padded rows).
 """
 
 import os
@@ -59,8 +61,17 @@ COMBOS = {
     # (benchmarks/RESULTS.md), and compile_layers compiles only grouped_mm experts.
     "all (compiled norms)": {"compile_layers": True, "compile_logprobs": True, "padding_mask": False},
     "all (liger norms)": {"kernels": LIGER, "compile_logprobs": True, "padding_mask": False},
+    # packed rows compute no padding; flex attention skips the attention across their sequences (the raw model
+    # runs flex attention on the padded rows)
+    "packed (flex attention)": {"attn_implementation": "flex_attention", "packed_sequences": True},
+    "all packed (flex attention)": {
+        "attn_implementation": "flex_attention",
+        "packed_sequences": True,
+        "compile_layers": True,
+        "compile_logprobs": True,
+    },
 }
-RAW_OPTIONS = ("experts_implementation", "kernels", "compile_layers", "padding_mask")  # the rest is stable-rl's
+RAW_OPTIONS = ("experts_implementation", "attn_implementation", "kernels", "compile_layers", "padding_mask")
 
 
 def raw_model(model_dir: str, options: dict, device: str):
@@ -68,7 +79,10 @@ def raw_model(model_dir: str, options: dict, device: str):
     experts = options.get("experts_implementation", "grouped_mm")
     if experts == LIGER:
         register_liger_experts()
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16, experts_implementation=experts)
+    attention = {"attn_implementation": options["attn_implementation"]} if "attn_implementation" in options else {}
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, dtype=torch.bfloat16, experts_implementation=experts, **attention
+    )
     if options.get("kernels") == LIGER:
         use_liger_norms(model)
     if options.get("compile_layers"):

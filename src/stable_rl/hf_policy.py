@@ -45,6 +45,11 @@ class HFPolicyModule(L.LightningModule):
             (one read of the float32 logits instead of one per operation; ``stable_rl.logprobs``).
         padding_mask: False: the decoder runs without the padding mask, under its causal mask alone, which
             is exact for right-padded rows (as every stable-rl batch is) and lets SDPA use FlashAttention.
+        packed_sequences: every forward runs on the real tokens of its rows alone, packed into one row whose
+            positions restart at each sequence (``stable_rl.packing``): no padding position is computed, the
+            log-probs are the padded batch's. Pair it with ``attn_implementation: flex_attention`` or
+            ``flash_attention_2``, which skip attention across sequences; SDPA and eager compute the whole
+            pack's square under a block-diagonal mask.
         gradient_checkpointing: keep only each decoder layer's input for the backward and recompute the
             rest there (long responses: activations of every layer would not fit); Routing Replay replays
             the same routes in the recompute.
@@ -70,6 +75,7 @@ class HFPolicyModule(L.LightningModule):
         compile_layers: bool = False,
         compile_logprobs: bool = False,
         padding_mask: bool = True,
+        packed_sequences: bool = False,
     ) -> None:
         super().__init__()
         self.gradient_checkpointing = gradient_checkpointing
@@ -83,6 +89,7 @@ class HFPolicyModule(L.LightningModule):
         self.compile_layers = compile_layers
         self.compile_logprobs = compile_logprobs
         self.padding_mask = padding_mask
+        self.packed_sequences = packed_sequences
         self.optimizer_factory = optimizer
         self.lr_scheduler_factory = lr_scheduler
         self.dtype_name = dtype
@@ -233,4 +240,5 @@ class HFPolicyModule(L.LightningModule):
             entropy,
             self.compile_logprobs,
             self.padding_mask,
+            self.packed_sequences,
         )

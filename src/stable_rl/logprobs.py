@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedModel
 
+from stable_rl.packing import pack, unpack
 from stable_rl.padding import check_right_padded
 
 
@@ -138,6 +139,7 @@ def sequence_logprobs(
     entropy: bool = True,
     compiled: bool = False,
     padding_mask: bool = True,
+    packed: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """Position-aligned log pi(input_ids[:, t] | input_ids[:, :t]) and entropy at response positions.
 
@@ -150,11 +152,20 @@ def sequence_logprobs(
     real token attends to a later position, so none sees the padding and the log-probs are the masked
     model's (padding positions compute values nothing reads). Without a mask SDPA can run its
     FlashAttention kernel instead of the masked one.
+
+    ``packed=True`` (right-padded rows) runs the decoder on the real tokens alone, as one packed row
+    (``stable_rl.packing``): the same log-probs, without computing any padding position.
     """
-    if not padding_mask:
-        check_right_padded(attention_mask)
     decoder = model.get_decoder()
-    hidden = decoder(input_ids=input_ids, attention_mask=attention_mask if padding_mask else None).last_hidden_state
+    if packed:
+        ids, position_ids = pack(input_ids, attention_mask)
+        out = decoder(input_ids=ids, position_ids=position_ids, use_cache=False)  # a cache hides the restarts
+        hidden = unpack(out.last_hidden_state[0], attention_mask)
+    else:
+        if not padding_mask:
+            check_right_padded(attention_mask)
+        mask = attention_mask if padding_mask else None
+        hidden = decoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
     predicts = response_mask[:, 1:]  # [M, L-1]: position t-1 predicts response token t
     logprobs, entropies = token_logprobs_and_entropy(
         hidden[:, :-1][predicts],  # [N, H]

@@ -24,6 +24,7 @@ OPTIONS = {
     "liger norms": {"experts": "grouped_mm", "norms": LIGER},
     "compile layers": {"experts": "grouped_mm", "compile": True},
     "compiled head, no padding mask": {"experts": "grouped_mm", "compiled": True, "padding_mask": False},
+    "packed rows, flex attention": {"experts": "grouped_mm", "attention": "flex_attention", "packed": True},
 }
 
 
@@ -39,24 +40,25 @@ def batch(vocab: int, layers: int = 4, experts: int = 8, k: int = 2):
     return input_ids.cuda(), attention_mask.cuda(), response_mask.cuda(), routes.cuda()
 
 
-def replayed(model, ids, attention, response, routes, compiled=False, padding_mask=True):
+def replayed(model, ids, attention, response, routes, compiled=False, padding_mask=True, packed=False):
     """(log-probs at response tokens, the gradient of their sum, the experts each layer received)."""
     received = []
     for layer in model.model.layers:
         layer.mlp.experts.register_forward_pre_hook(lambda module, args: received.append(args[1]))
-    with RouterHooks(model).replay(routes, attention):
+    with RouterHooks(model).replay(routes, attention, packed):
         logprobs, _ = sequence_logprobs(
-            model, ids, attention, response, compiled=compiled, padding_mask=padding_mask, entropy=False
+            model, ids, attention, response, compiled=compiled, padding_mask=padding_mask, entropy=False, packed=packed
         )
     logprobs[response].sum().backward()
     grads = torch.cat([p.grad.float().flatten() for p in model.parameters() if p.grad is not None])
     return logprobs[response].float(), grads, received
 
 
-def model_with(path, dtype, experts="grouped_mm", norms=None, compile=False):
+def model_with(path, dtype, experts="grouped_mm", norms=None, compile=False, attention=None):
     if experts == LIGER:
         register_liger_experts()
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, experts_implementation=experts).cuda().train()
+    kernels = {"experts_implementation": experts} | ({"attn_implementation": attention} if attention else {})
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kernels).cuda().train()
     if norms == LIGER:
         use_liger_norms(model)
     if compile:
@@ -72,13 +74,14 @@ def test_each_option_replays_the_routes_and_rounds_like_grouped_mm(tiny_model_pa
     ids, attention, response, routes = batch(vocab=2048)
     reference = replayed(model_with(tiny_model_path, torch.float32, "eager"), ids, attention, response, routes)
     baseline = replayed(model_with(tiny_model_path, torch.bfloat16), ids, attention, response, routes)
-    run = {k: settings.pop(k) for k in ("compiled", "padding_mask") if k in settings}
+    run = {k: settings.pop(k) for k in ("compiled", "padding_mask", "packed") if k in settings}
     fast = replayed(model_with(tiny_model_path, torch.bfloat16, **settings), ids, attention, response, routes, **run)
 
-    needed = routed_positions(attention).flatten()
+    fed = attention if run.get("packed") else torch.ones_like(attention)  # packed: the real tokens alone
+    needed = routed_positions(attention)[fed]
     assert len(fast[2]) == 4
     for layer, indices in enumerate(fast[2]):
-        assert torch.equal(indices[needed], routes.flatten(0, 1)[needed, layer])
+        assert torch.equal(indices[needed], routes[fed][needed, layer])
     for i in (0, 1):  # log-probs, gradients
         error, baseline_error = (fast[i] - reference[i]).abs().mean(), (baseline[i] - reference[i]).abs().mean()
         assert baseline_error > 0 and error <= 1.5 * baseline_error, (option, i, error, baseline_error)

@@ -19,6 +19,7 @@ class Submodule(nn.Module):
         super().__init__()
         self.policy = nn.Linear(2, 2)
         self.step_metrics = nn.ModuleDict()
+        self.packed_sequences = False
 
     def batch_logprobs(self, batch, entropy: bool = True):
         return None, None

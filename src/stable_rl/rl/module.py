@@ -85,6 +85,7 @@ class PolicyModule(HFPolicyModule):
         compile_layers: see ``HFPolicyModule``.
         compile_logprobs: see ``HFPolicyModule``.
         padding_mask: see ``HFPolicyModule``.
+        packed_sequences: see ``HFPolicyModule``.
         health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
             |log(pi_theta/mu_old)| exceeds this (``stable_rl.health``).
         max_nonfinite_updates: an update whose loss or gradient is NaN/inf is skipped (no weight or
@@ -114,6 +115,7 @@ class PolicyModule(HFPolicyModule):
         compile_layers: bool = False,
         compile_logprobs: bool = False,
         padding_mask: bool = True,
+        packed_sequences: bool = False,
     ) -> None:
         super().__init__(
             model_path,
@@ -129,6 +131,7 @@ class PolicyModule(HFPolicyModule):
             compile_layers,
             compile_logprobs,
             padding_mask,
+            packed_sequences,
         )
         _check_sizes(mini_batch_size, micro_batch_size, max_grad_norm, max_nonfinite_updates)
         self.health_threshold = health_threshold

@@ -3,7 +3,9 @@
 Routes are ``[M, L, layers, k]`` integer tensors, position-aligned with ``input_ids`` [M, L]:
 ``routes[i, t, l]`` are the top-k experts layer l's router gave token ``input_ids[i, t]``; -1 marks
 a position without a route (padding, and the last sampled token, which is never fed to the model).
-Hooks exist only inside ``record``/``replay`` and act on this model's router instances alone.
+Hooks exist only inside ``record``/``replay`` and act on this model's router instances alone. With
+``packed=True`` the forward inside runs on the batch's real tokens as one packed row (``stable_rl.packing``):
+routes are still given and kept position-aligned with the padded batch (-1 at padding).
 """
 
 from collections.abc import Iterator
@@ -12,6 +14,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
+from stable_rl.packing import unpack
 from stable_rl.routing.families import moe_routers
 
 ROUTE_DTYPE = torch.int16  # compact: up to 32,767 experts
@@ -57,8 +60,9 @@ class RouterHooks:
                 handle.remove()
 
     @contextmanager
-    def record(self, input_ids: Tensor) -> Iterator[None]:
-        """Within the block, one forward of ``input_ids`` [M, L]; after it, ``self.own`` holds its routes."""
+    def record(self, input_ids: Tensor, attention_mask: Tensor | None = None, packed: bool = False) -> Iterator[None]:
+        """Within the block, one forward of ``input_ids`` [M, L] (``packed``: of its real tokens, as
+        ``attention_mask`` marks them); after it, ``self.own`` holds its routes [M, L, layers, k]."""
         chosen: dict[int, Tensor] = {}
 
         def hook(router, output, layer):
@@ -67,22 +71,30 @@ class RouterHooks:
         self.own = None
         with self._hooks(hook):
             yield
-        self.own = self._stack(chosen, input_ids.shape)
+        self.own = self._stack(chosen, attention_mask if packed else torch.ones(input_ids.shape, dtype=torch.bool))
 
     @contextmanager
-    def replay(self, routes: Tensor, attention_mask: Tensor) -> Iterator[None]:
-        """Within the block, forwards of this batch use ``routes`` [M, L, layers, k] wherever a route is
-        set, with gate weights recomputed from the router's own logits (so it keeps its gradient).
+    def replay(self, routes: Tensor, attention_mask: Tensor, packed: bool = False) -> Iterator[None]:
+        """Within the block, forwards of this batch (``packed``: of its real tokens as one packed row) use
+        ``routes`` [M, L, layers, k] wherever a route is set, with gate weights recomputed from the router's
+        own logits (so it keeps its gradient).
 
         Raises if ``routes`` is mis-shaped, out of range or missing at a position that matters, or if a
         layer's routes are left unused. After the block ``self.own`` holds the routers' own choice.
         """
         self._check(routes, attention_mask)
-        flat = routes.to(attention_mask.device, torch.long).flatten(0, 1)  # [M*L, layers, k]
+        fed = attention_mask.bool() if packed else torch.ones_like(attention_mask, dtype=torch.bool)
+        flat = routes.to(attention_mask.device, torch.long)[fed]  # [tokens fed, layers, k]
         chosen: dict[int, Tensor] = {}
 
         def hook(router, output, layer):
             logits, _, own = output
+            if own.shape[0] != flat.shape[0]:
+                raise RuntimeError(
+                    f"the router of MoE layer {layer} routed {own.shape[0]} tokens, the replayed batch has "
+                    f"{flat.shape[0]} {'real ' if packed else ''}positions: replay(packed=...) must say whether "
+                    "the forward runs on packed rows (model.init_args.packed_sequences)"
+                )
             replayed = flat[:, layer]
             replayed = torch.where((replayed >= 0).all(-1, keepdim=True), replayed, own)
             chosen[layer] = own.detach()
@@ -97,14 +109,17 @@ class RouterHooks:
                 f"routes of MoE layers {unused} were left unused: the forward inside replay() did not run "
                 "those routers; run exactly one forward of the replayed batch inside the block"
             )
-        self.own = self._stack(chosen, attention_mask.shape)
+        self.own = self._stack(chosen, fed)
 
-    def _stack(self, chosen: dict[int, Tensor], shape: torch.Size) -> Tensor:
+    def _stack(self, chosen: dict[int, Tensor], fed: Tensor) -> Tensor:
+        """The layers' routes of the tokens fed (``fed`` [M, L] marks them), at their positions: [M, L, layers,
+        k], -1 at positions not fed."""
         if sorted(chosen) != list(range(self.num_layers)):
             raise RuntimeError(f"only MoE layers {sorted(chosen)} of {self.num_layers} routed this batch")
-        return torch.stack([chosen[layer] for layer in range(self.num_layers)], dim=1).view(
-            *shape, self.num_layers, self.top_k
-        )
+        routes = torch.stack([chosen[layer] for layer in range(self.num_layers)], dim=1)  # [tokens fed, layers, k]
+        if fed.all():
+            return routes.view(*fed.shape, self.num_layers, self.top_k)
+        return unpack(routes, fed.to(routes.device), fill=-1)
 
     def _check(self, routes: Tensor, attention_mask: Tensor) -> None:
         expected = (*attention_mask.shape, self.num_layers, self.top_k)
