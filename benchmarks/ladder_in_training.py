@@ -66,17 +66,20 @@ def fit_args(steps: int, gpu: bool = False) -> list[str]:
     )
 
 
-def run(steps: int, out: Path, gpu: bool = False) -> None:
+def run(steps: int, out: Path, gpu: bool = False) -> int:
+    """The sweep of every rung; each run's metrics.csv copied to ``out`` also when another rung failed (the
+    sweep names it). Returns the sweep's exit code."""
     save_dir = Path("runs/ladder_in_training")
     shutil.rmtree(save_dir, ignore_errors=True)
     command = [sys.executable, "-m", "stable_rl.sweep", "--seeds", "0", "--save-dir", str(save_dir)]
     if gpu:  # all rungs at once on the one GPU
         command += ["--parallel", str(len(GPU_RUNGS)), "--per-gpu", str(len(GPU_RUNGS))]
-    subprocess.run([*command, "--recipes", *recipes(gpu), "--", *fit_args(steps, gpu)], check=True)
+    code = subprocess.run([*command, "--recipes", *recipes(gpu), "--", *fit_args(steps, gpu)]).returncode
     for csv in save_dir.glob("*/version_0/metrics.csv"):
         target = out / csv.parent.parent.name / "version_0"
         target.mkdir(parents=True, exist_ok=True)
         shutil.copy(csv, target / "metrics.csv")
+    return code
 
 
 def table(out: Path) -> str:
@@ -96,9 +99,10 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true", help="real vLLM's rungs on one CUDA GPU")
     args = parser.parse_args()
     args.out = args.out or Path("benchmarks", "gpu" if args.gpu else "cpu", "ladder_in_training")
-    if not args.report:
-        run(args.steps, args.out, args.gpu)
+    code = 0 if args.report else run(args.steps, args.out, args.gpu)
     print(table(args.out))
+    if code:
+        sys.exit(f"the sweep failed (exit code {code}): see the failed runs it named above; the table has the others")
 
 
 if __name__ == "__main__":
