@@ -38,6 +38,8 @@ NOT_IN_REPO = {
     "data/smollm2-135m-moe": "built by data/make_smollm2_moe.py (git-ignored)",
     "data/smollm2-135m-moe-sft": "exported by recipes/long/cold_start_sft_smollm2_moe.yaml (git-ignored)",
     "benchmarks/gpu/ladder_in_training": "written by benchmarks/ladder_in_training.py --gpu (not yet run on a GPU)",
+    "docs/long/fixed_lr/logs": "written by docs/long/run_fixed_lr.sh (not yet run on a GPU)",
+    "docs/long/fixed_lr/report.md": "written by docs/long/run_fixed_lr.sh (not yet run on a GPU)",
 }
 
 
