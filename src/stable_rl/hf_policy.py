@@ -21,6 +21,8 @@ from stable_rl.resume_settings import apply_to_live_optimizer, check_optimizer_c
 from stable_rl.rng import rng_states, set_rng_states
 from stable_rl.sharding import is_sharded, shard
 
+PACKING_ATTENTION = ("flex_attention", "flash_attention_2", "flash_attention_3", "flash_attention_4")
+
 
 class HFPolicyModule(L.LightningModule):
     """Holds ``policy``, any HF causal LM (dense or MoE), loaded from ``model_path``; its ``forward`` gives
@@ -90,6 +92,13 @@ class HFPolicyModule(L.LightningModule):
         self.compile_logprobs = compile_logprobs
         self.padding_mask = padding_mask
         self.packed_sequences = packed_sequences
+        if packed_sequences and attn_implementation not in PACKING_ATTENTION:
+            rank_zero_warn(
+                f"model.packed_sequences with attn_implementation={attn_implementation} (None: SDPA) attends "
+                "over the whole pack: a [T, T] mask and attention of the micro-batch's T tokens, micro_batch_size "
+                "times the padded batch's for rows of similar length; set model.attn_implementation: "
+                "flex_attention or flash_attention_2"
+            )
         self.optimizer_factory = optimizer
         self.lr_scheduler_factory = lr_scheduler
         self.dtype_name = dtype

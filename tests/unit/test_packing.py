@@ -10,10 +10,14 @@ from test_kernels import replayed_run
 from test_module import fixed_batch
 from transformers import AutoModelForCausalLM
 
+from stable_rl.hf_policy import HFPolicyModule
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.packing import pack, unpack
 
-pytestmark = pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`"),
+    pytest.mark.filterwarnings("ignore:model.packed_sequences with attn_implementation"),  # SDPA on CPU here
+]
 
 
 def test_pack_keeps_the_real_tokens_row_after_row_with_restarting_positions():
@@ -83,3 +87,15 @@ def test_routing_replay_on_packed_sequences_routes_and_updates_as_padded(tiny_mo
     for logprobs, padded_logprobs in zip(packed[0], padded[0], strict=True):
         torch.testing.assert_close(logprobs, padded_logprobs, rtol=0, atol=1e-5)
     torch.testing.assert_close(packed[2], padded[2], rtol=0, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("error:model.packed_sequences with attn_implementation")
+def test_packing_under_sdpa_or_eager_warns_of_the_whole_packs_attention(tiny_model_path):
+    """SDPA (the default) and eager build a [1, 1, T, T] mask over the pack: micro-batch-size times the padded
+    batch's [M, 1, L, L] for rows of similar length, and attend over all of it."""
+    for attention in (None, "sdpa", "eager"):
+        with pytest.warns(UserWarning, match="attends over the whole pack"):
+            HFPolicyModule(tiny_model_path, packed_sequences=True, attn_implementation=attention)
+    for attention in ("flex_attention", "flash_attention_2"):
+        HFPolicyModule(tiny_model_path, packed_sequences=True, attn_implementation=attention)
+    HFPolicyModule(tiny_model_path)
