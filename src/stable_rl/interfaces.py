@@ -64,7 +64,7 @@ def trained_policy(module: L.LightningModule, who: str) -> TrainedPolicy:
     """``module`` as a ``TrainedPolicy``, or a TypeError naming ``who`` needs one."""
     if not conforms(module, TrainedPolicy):
         raise TypeError(
-            f"{who} wraps the forwards of a policy module (policy, step_metrics, batch_logprobs): train a "
+            f"{who} wraps the forwards of a policy module (policy, step_metrics, packed_sequences, batch_logprobs): train a "
             f"stable_rl.rl.PolicyModule, not a {type(module).__name__}"
         )
     return module

@@ -21,13 +21,12 @@ def right_pad(rows: list[tuple[list[int], list[int]]], pad_token_id: int) -> tup
     return input_ids, attention_mask, response_mask
 
 
-def check_right_padded(attention_mask: Tensor) -> None:
+def check_right_padded(attention_mask: Tensor, option: str = "padding_mask=False") -> None:
     """Raise unless every row of ``attention_mask`` [M, L] is real tokens followed by padding (as ``right_pad``
-    makes them)."""
+    makes them); the error names the ``option`` that needs them."""
     if (attention_mask[:, 1:] > attention_mask[:, :-1]).any():
-        raise ValueError(
-            "padding_mask=False needs right-padded rows, but a real token follows padding: keep the padding mask"
-        )
+        fix = "keep the padding mask" if option == "padding_mask=False" else f"turn {option.split('=')[0]} off"
+        raise ValueError(f"{option} needs right-padded rows, but a real token follows padding: {fix}")
 
 
 def pad_id(config) -> int:
