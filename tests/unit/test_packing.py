@@ -31,7 +31,7 @@ def test_pack_keeps_the_real_tokens_row_after_row_with_restarting_positions():
     assert back.tolist() == [[0, 1, 2, -1], [3, 4, -1, -1], [5, 6, 7, 8]]
     back.sum().backward()
     assert values.grad.tolist() == [1.0] * 9
-    with pytest.raises(ValueError, match="packed_sequences=True needs right-padded rows.*turn packed_sequences off"):
+    with pytest.raises(ValueError, match=r"packed_sequences=True needs right-padded rows.*turn packed_sequences off"):
         pack(ids, mask.flip(-1))
 
 
