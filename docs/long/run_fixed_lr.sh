@@ -1,25 +1,32 @@
 #!/bin/bash
-# Fixed learning rates on the long task (docs/long-task.md, "Does it learn?"): MiniRL with the frontier's
-# settings and no ramp (recipes/long/fixed_lr.yaml), one run per rate given (default 1e-6 2e-6 4e-6), all
-# sharing one GPU, seed 0, each at most 15 minutes of training; after the cold start
-# (docs/long/run_cold_start.sh). Each run's metrics.csv is copied into docs/long/fixed_lr/logs/lr<rate>/, and
-# the figures and table are made from those committed logs.
-#   bash docs/long/run_fixed_lr.sh 1e-6 2e-6   # the runs (start them with docs/long/detached.sh), then the report
-#   bash docs/long/run_fixed_lr.sh --report    # the report again, from the committed logs alone
+# Fixed learning rates on the long task (docs/long-task.md, "Left for the next waves"): MiniRL with the
+# frontier's settings and no ramp (recipes/long/fixed_lr.yaml), one run per RATE given (default 1e-6 2e-6 4e-6),
+# or per RATE:OVERLAY (another arm at that rate, e.g. 2e-6:recipes/long/exact.yaml, the float32 control), all
+# sharing one GPU, seed 0, each at most 15 minutes of training; after the cold start (docs/long/run_cold_start.sh).
+# Each run's metrics.csv is copied into docs/long/fixed_lr/logs/lrRATE[+overlay]/, and the figures and table
+# are made from those committed logs.
+#   bash docs/long/run_fixed_lr.sh 1e-6 2e-6 2e-6:recipes/long/exact.yaml   # the runs (start them with
+#                                                     # docs/long/detached.sh), then the report
+#   bash docs/long/run_fixed_lr.sh --report           # the report again, from the committed logs alone
 set -euo pipefail
 out=docs/long/fixed_lr
 runs=${SAVE_DIR:-runs/long_fixed_lr}
+name() {  # RATE[:OVERLAY] -> lrRATE[+overlay stem]
+  local overlay=${1#*:}
+  [ "$overlay" = "$1" ] && echo "lr$1" || echo "lr${1%%:*}+$(basename "$overlay" .yaml)"
+}
 if [ "${1:-}" != "--report" ]; then
-  rates=("${@:-1e-6 2e-6 4e-6}")
-  for lr in ${rates[*]}; do
-    python3 -m stable_rl.sweep --seeds 0 --save-dir "$runs/lr$lr" \
-      --recipes "recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml recipes/long/fixed_lr.yaml" \
+  specs=("${@:-1e-6 2e-6 4e-6}")
+  for spec in ${specs[*]}; do
+    lr=${spec%%:*} overlay=${spec#"${spec%%:*}"}
+    python3 -m stable_rl.sweep --seeds 0 --save-dir "$runs/$(name "$spec")" \
+      --recipes "recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml recipes/long/fixed_lr.yaml${overlay:+ ${overlay#:}}" \
       -- "--model.init_args.optimizer.init_args.lr=$lr" &
   done
   wait || true  # a failed run says so in its own output; the others still count
-  for lr in ${rates[*]}; do
-    for csv in "$runs/lr$lr"/*/version_0/metrics.csv; do
-      [ -f "$csv" ] && mkdir -p "$out/logs/lr$lr/version_0" && cp "$csv" "$out/logs/lr$lr/version_0/"
+  for spec in ${specs[*]}; do
+    for csv in "$runs/$(name "$spec")"/*/version_0/metrics.csv; do
+      [ -f "$csv" ] && mkdir -p "$out/logs/$(name "$spec")/version_0" && cp "$csv" "$out/logs/$(name "$spec")/version_0/"
     done
   done
 fi

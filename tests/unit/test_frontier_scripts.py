@@ -82,9 +82,9 @@ def test_the_off_policy_pairs_name_the_runs_the_sweep_makes(tmp_path, n):
 
 
 def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
-    """run_fixed_lr.sh R...: one sweep per rate, each run given that rate and its own folder, each run's log
-    copied to logs/lr<R>/ and the report made from the copies (the sweep records its commands and writes a
-    one-row log, its rate as the reward, instead of training)."""
+    """run_fixed_lr.sh RATE[:OVERLAY]...: one sweep per run, each given its rate (and overlay) and its own folder,
+    each run's log copied to logs/lr<RATE>[+<overlay>]/ and the report made from the copies (the sweep records
+    its commands and writes a one-row log, its rate as the reward, instead of training)."""
     calls = tmp_path / "calls"
     log = "$dir/frontier+fixed_lr-s0/version_0"
     env = python3_as(
@@ -98,24 +98,25 @@ def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
     (tmp_path / "docs" / "long").mkdir(parents=True)
     shutil.copy(ROOT / "docs/long/run_fixed_lr.sh", tmp_path / "docs/long")
+    specs = ["1e-6", "3e-6", "3e-6:recipes/long/exact.yaml"]
     done = subprocess.run(
-        ["bash", "docs/long/run_fixed_lr.sh", "1e-6", "3e-6"], cwd=tmp_path, env=env, capture_output=True, text=True
+        ["bash", "docs/long/run_fixed_lr.sh", *specs], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    commands = sorted(calls.read_text().splitlines())
-    assert [c.split()[-1] for c in commands] == [
-        "--model.init_args.optimizer.init_args.lr=1e-6",
-        "--model.init_args.optimizer.init_args.lr=3e-6",
-    ]
-    assert [c.split("save_dir=")[1].split()[0] for c in commands] == [
-        "runs/long_fixed_lr/lr1e-6",
-        "runs/long_fixed_lr/lr3e-6",
-    ]
-    assert all("--config=recipes/long/fixed_lr.yaml" in c for c in commands)
+    commands = {c.split("save_dir=")[1].split()[0]: c for c in calls.read_text().splitlines()}
+    stack = "--config=recipes/long/frontier.yaml --config=recipes/long/fixed_lr.yaml"
+    expected = {
+        "lr1e-6": (stack, "1e-6"),
+        "lr3e-6": (stack, "3e-6"),
+        "lr3e-6+exact": (f"{stack} --config=recipes/long/exact.yaml --seed", "3e-6"),
+    }
+    assert sorted(commands) == [f"runs/long_fixed_lr/{name}" for name in sorted(expected)]
     logs = tmp_path / "docs/long/fixed_lr/logs"
-    for rate in ("1e-6", "3e-6"):
-        rows = (logs / f"lr{rate}" / "version_0" / "metrics.csv").read_text().splitlines()
-        assert rows[1] == f"0,{rate}"  # the run's log: its rate, as the fake wrote it
     report_md = (tmp_path / "docs/long/fixed_lr/report.md").read_text()
-    assert "| train/reward | lr1e-6/version_0 | 1e-06 | 0 |" in report_md
-    assert "| train/reward | lr3e-6/version_0 | 3e-06 | 0 |" in report_md
+    for name, (configs, rate) in expected.items():
+        command = commands[f"runs/long_fixed_lr/{name}"]
+        assert configs in command and command.endswith(f"--model.init_args.optimizer.init_args.lr={rate}")
+        rows = (logs / name / "version_0" / "metrics.csv").read_text().splitlines()
+        assert rows[1] == f"0,{rate}"  # the run's log: its rate, as the fake wrote it
+        assert f"| train/reward | {name}/version_0 | {float(rate):.4g} | 0 |" in report_md
+    assert "exact" not in commands["runs/long_fixed_lr/lr3e-6"]
