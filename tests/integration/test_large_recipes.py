@@ -277,7 +277,8 @@ def test_the_long_frontier_recipes_build(in_repo, upcycled_smollm2_path, overlay
 
 def test_the_long_fixed_rate_probe_keeps_one_rate(in_repo, upcycled_smollm2_path):
     """recipes/long/fixed_lr.yaml: the frontier's settings with a constant rate (2e-6, or the one given, as
-    docs/long/run_fixed_lr.sh gives it), one pass over the pool, 15 minutes, held-out reward every 8 steps."""
+    docs/long/run_fixed_lr.sh gives it), one pass over the pool, 15 minutes, held-out reward every 8 steps; the
+    float32 control stacks after it."""
     stack = [LONG, "--config=recipes/long/frontier.yaml", "--config=recipes/long/fixed_lr.yaml"]
     path = f"--model.init_args.model_path={upcycled_smollm2_path}"
     for given, rate in (([], 2e-6), (["--model.init_args.optimizer.init_args.lr=4e-6"], 4e-6)):
@@ -291,6 +292,9 @@ def test_the_long_fixed_rate_probe_keeps_one_rate(in_repo, upcycled_smollm2_path
     (timer,) = [c for c in cli.trainer.callbacks if isinstance(c, Timer)]
     assert (cli.trainer.max_steps, timer._duration, cli.trainer.val_check_interval) == (128, 900.0, 8)
     assert cli.datamodule.engine.fp8_scheme == "fp8_per_tensor" and cli.model.max_grad_norm == 100.0
+    control = main([*stack, "--config=recipes/long/exact.yaml", "--trainer.accelerator=cpu", path], run=False)
+    engine = control.datamodule.engine
+    assert (engine.dtype, engine.fp8_scheme, control.trainer.max_steps) == ("float32", None, 128)
 
 
 @pytest.mark.parametrize(
