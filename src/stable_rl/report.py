@@ -1,5 +1,6 @@
 """Compare finished runs from their Lightning CSV logs: one figure per metric family, runs side by side,
-and a markdown table of each metric's peak and final value per run.
+and a markdown table of each metric's peak and final value per run, and each held-out reward's change from
+the first validation to the last with its verdict (``stable_rl.heldout_change``).
 
     stable-rl-report runs/minirl/version_0 runs/minirl_no_is/version_0 --out runs/report
 
@@ -13,6 +14,12 @@ import math
 from fnmatch import fnmatch
 from pathlib import Path
 
+from stable_rl.heldout_change import changes_table, heldout_changes
+
+RULE = (
+    "A run learned (or got worse) where its held-out reward changed by at least the margin: two standard errors "
+    "of the difference, bounded over problems (`stable_rl.heldout_change`); otherwise no change."
+)
 FAMILIES = {  # figure name -> metric patterns
     "reward": ["train/reward"],
     "heldout": ["val/*/avg@*"],
@@ -98,7 +105,10 @@ def report(run_dirs: list[Path], out: Path) -> dict[str, list[str]]:
             plotted[family] = metrics
     all_metrics = [m for metrics in plotted.values() for m in metrics]
     figures = "\n".join(f"![{family}]({family}.png)" for family in plotted)
-    (out / "report.md").write_text(f"# Runs compared\n\n{figures}\n\n{table(runs, all_metrics)}\n")
+    text = f"# Runs compared\n\n{figures}\n\n{table(runs, all_metrics)}\n"
+    if changes := heldout_changes(runs):
+        text += f"\n## Held-out reward, first validation to last\n\n{RULE}\n\n{changes_table(changes)}\n"
+    (out / "report.md").write_text(text)
     return plotted
 
 

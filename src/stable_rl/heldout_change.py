@@ -1,0 +1,60 @@
+"""Did a run learn? Its held-out reward at the last validation against the first, judged by a rule fixed
+before the runs (docs/long-task.md): "learned" (or "worse") where the change is at least two standard errors
+of the difference, bounded over problems.
+
+Each problem's success rate lies in [0, 1], so the mean over P problems of a held-out reward with mean p has
+variance at most p (1 - p) / P (Bhatia-Davis), however many samples each problem gets; two such means over
+the same problems differ with variance at most 2 p (1 - p) / P (their positive correlation only lowers it),
+p taken as the mean of the two. The margin is two square roots of that: conservative, never optimistic."""
+
+import math
+from dataclasses import dataclass
+from fnmatch import fnmatch
+
+
+@dataclass(frozen=True)
+class HeldoutChange:
+    run: str
+    metric: str  # e.g. val/heldout/avg@2
+    first_step: int
+    first: float
+    last_step: int
+    last: float
+    problems: int  # counted at the last validation
+
+    @property
+    def margin(self) -> float:
+        """Two standard errors of the difference, at most (see the module docstring)."""
+        p = (self.first + self.last) / 2
+        return 2 * math.sqrt(2 * p * (1 - p) / self.problems)
+
+    @property
+    def verdict(self) -> str:
+        change = self.last - self.first
+        return "learned" if change >= self.margin else "worse" if -change >= self.margin else "no change"
+
+
+def heldout_changes(runs: dict[str, dict[str, list[tuple[int, float]]]]) -> list[HeldoutChange]:
+    """The first-to-last change of every held-out reward (``val/<set>/avg@<n>``) validated at least twice
+    with its problem count (``val/<set>/problems``) logged, per run."""
+    changes = []
+    for run, series in runs.items():
+        for metric in sorted(m for m in series if fnmatch(m, "val/*/avg@*")):
+            points, problems = series[metric], series.get(metric.rsplit("/", 1)[0] + "/problems")
+            if len(points) >= 2 and problems:
+                (first_step, first), (last_step, last) = points[0], points[-1]
+                changes.append(HeldoutChange(run, metric, first_step, first, last_step, last, int(problems[-1][1])))
+    return changes
+
+
+def changes_table(changes: list[HeldoutChange]) -> str:
+    lines = [
+        "| run | metric | first (step) | last (step) | change | margin (2 SE, bound) | problems | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in changes:
+        lines.append(
+            f"| {c.run} | {c.metric} | {c.first:.4g} ({c.first_step}) | {c.last:.4g} ({c.last_step}) | "
+            f"{c.last - c.first:+.4g} | {c.margin:.3g} | {c.problems} | {c.verdict} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,48 @@
+"""The held-out change rule (``stable_rl.heldout_change``) on hand-worked numbers, and its table in
+stable-rl-report."""
+
+import math
+
+import pytest
+from test_report import write_run
+
+from stable_rl.heldout_change import HeldoutChange, heldout_changes
+from stable_rl.report import report
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "verdict"),
+    [(0.5, 0.65, "learned"), (0.5, 0.6, "no change"), (0.65, 0.5, "worse"), (0.4, 0.4, "no change")],
+)
+def test_the_margin_is_two_bounded_standard_errors_over_problems(first, last, verdict):
+    change = HeldoutChange("run", "val/heldout/avg@2", 0, first, 64, last, 128)
+    p = (first + last) / 2  # 0.575 for the first: 2 sqrt(2 x 0.575 x 0.425 / 128) = 0.12359
+    assert change.margin == pytest.approx(2 * math.sqrt(2 * p * (1 - p) / 128), rel=1e-12)
+    assert change.verdict == verdict
+    if (first, last) == (0.5, 0.65):
+        assert change.margin == pytest.approx(0.1235857, abs=1e-7)
+
+
+def test_only_held_out_rewards_validated_twice_with_their_problem_count_are_judged():
+    runs = {
+        "a": {
+            "val/heldout/avg@2": [(0, 0.5), (8, 0.55), (16, 0.7)],
+            "val/heldout/problems": [(0, 105.0), (8, 105.0), (16, 105.0)],
+            "val/heldout/pass@2": [(0, 0.6), (16, 0.9)],  # not an avg@n
+            "val/other/avg@4": [(0, 0.3), (16, 0.9)],  # no problem count logged
+        },
+        "b": {"val/heldout/avg@2": [(0, 0.5)], "val/heldout/problems": [(0, 105.0)]},  # validated once
+    }
+    (change,) = heldout_changes(runs)
+    assert (change.run, change.metric, change.first_step, change.last_step) == ("a", "val/heldout/avg@2", 0, 16)
+    assert (change.first, change.last, change.problems, change.verdict) == (0.5, 0.7, 105, "learned")
+
+
+def test_the_report_judges_each_runs_held_out_change(tmp_path):
+    header = "epoch,step,train/reward,val/heldout/avg@2,val/heldout/problems\n"
+    rows = ["0,0,,0.5,128\n", "0,0,0.4,,\n", "0,8,0.5,,\n", "0,16,,0.65,128\n"]
+    run = write_run(tmp_path, "lr2e-6", [])
+    (run / "metrics.csv").write_text(header + "".join(rows))
+    report([run], tmp_path / "out")
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "| lr2e-6/version_0 | val/heldout/avg@2 | 0.5 (0) | 0.65 (16) | +0.15 | 0.124 | 128 | learned |" in text
