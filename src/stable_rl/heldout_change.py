@@ -3,9 +3,10 @@ before the runs (docs/long-task.md): "learned" (or "worse") where the change is 
 of the difference, bounded over problems.
 
 Each problem's success rate lies in [0, 1], so the mean over P problems of a held-out reward with mean p has
-variance at most p (1 - p) / P (Bhatia-Davis), however many samples each problem gets; two such means over
-the same problems differ with variance at most 2 p (1 - p) / P (their positive correlation only lowers it),
-p taken as the mean of the two. The margin is two square roots of that: conservative, never optimistic."""
+variance at most p (1 - p) / P (Bhatia-Davis), however many samples each problem gets. Two such means over
+the same problems, p1 and p2, differ with variance at most (p1 (1 - p1) + p2 (1 - p2)) / P <= 2 p (1 - p) / P,
+p their mean (concavity), unless the two are negatively correlated over problems (the same problems under a
+policy a few updates apart: assumed not). The margin is two square roots of that bound."""
 
 import math
 from dataclasses import dataclass
