@@ -25,14 +25,22 @@ class HeldoutChange:
 
     @property
     def margin(self) -> float:
-        """Two standard errors of the difference, at most (see the module docstring)."""
+        """Two standard errors of the difference, at most (see the module docstring); NaN where no problem
+        was counted or a value is not a rate in [0, 1]."""
         p = (self.first + self.last) / 2
+        if self.problems <= 0 or not 0 <= p <= 1:
+            return math.nan
         return 2 * math.sqrt(2 * p * (1 - p) / self.problems)
 
     @property
     def verdict(self) -> str:
-        change = self.last - self.first
-        return "learned" if change >= self.margin else "worse" if -change >= self.margin else "no change"
+        """A change, not a tie: at p = 0 or 1 the margin is 0, and an unchanged reward did not learn."""
+        change, margin = self.last - self.first, self.margin
+        if math.isnan(change) or math.isnan(margin):
+            return "no verdict"
+        if abs(change) < margin or change == 0:
+            return "no change"
+        return "learned" if change > 0 else "worse"
 
 
 def heldout_changes(runs: dict[str, dict[str, list[tuple[int, float]]]]) -> list[HeldoutChange]:

@@ -46,3 +46,17 @@ def test_the_report_judges_each_runs_held_out_change(tmp_path):
     report([run], tmp_path / "out")
     text = (tmp_path / "out" / "report.md").read_text()
     assert "| lr2e-6/version_0 | val/heldout/avg@2 | 0.5 (0) | 0.65 (16) | +0.15 | 0.124 | 128 | learned |" in text
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0])
+def test_an_unchanged_reward_at_zero_or_one_did_not_learn(value):
+    """At p = 0 or 1 the bound's margin is 0: a change of 0 is no change, not "learned"."""
+    change = HeldoutChange("run", "val/heldout/avg@2", 0, value, 64, value, 128)
+    assert change.margin == 0 and change.verdict == "no change"
+    assert HeldoutChange("run", "val/heldout/avg@2", 0, 0.0, 64, 1 / 256, 128).verdict == "no change"
+
+
+@pytest.mark.parametrize(("first", "last", "problems"), [(0.5, 0.7, 0), (math.nan, 0.7, 128), (0.5, math.nan, 128)])
+def test_no_problems_or_a_nan_gets_no_verdict_and_no_error(first, last, problems):
+    change = HeldoutChange("run", "val/heldout/avg@2", 0, first, 64, last, problems)
+    assert math.isnan(change.margin) and change.verdict == "no verdict"
