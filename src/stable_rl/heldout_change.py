@@ -56,6 +56,18 @@ def heldout_changes(runs: dict[str, dict[str, list[tuple[int, float]]]]) -> list
     return changes
 
 
+def not_judged(runs: dict[str, dict[str, list[tuple[int, float]]]]) -> list[str]:
+    """``run (metric)`` of every held-out reward that ``heldout_changes`` leaves out: validated once, or
+    without its problem count (a run stopped before its second validation has no verdict, not "no change")."""
+    judged = {(c.run, c.metric) for c in heldout_changes(runs)}
+    return [
+        f"{run} ({metric})"
+        for run, series in runs.items()
+        for metric in sorted(m for m in series if fnmatch(m, "val/*/avg@*"))
+        if (run, metric) not in judged
+    ]
+
+
 def changes_table(changes: list[HeldoutChange]) -> str:
     lines = [
         "| run | metric | first (step) | last (step) | change | margin (2 SE, bound) | problems | verdict |",

@@ -14,7 +14,7 @@ import math
 from fnmatch import fnmatch
 from pathlib import Path
 
-from stable_rl.heldout_change import changes_table, heldout_changes
+from stable_rl.heldout_change import changes_table, heldout_changes, not_judged
 
 RULE = (
     "A run learned (or got worse) where its held-out reward changed by at least the margin: two standard errors "
@@ -106,8 +106,11 @@ def report(run_dirs: list[Path], out: Path) -> dict[str, list[str]]:
     all_metrics = [m for metrics in plotted.values() for m in metrics]
     figures = "\n".join(f"![{family}]({family}.png)" for family in plotted)
     text = f"# Runs compared\n\n{figures}\n\n{table(runs, all_metrics)}\n"
-    if changes := heldout_changes(runs):
-        text += f"\n## Held-out reward, first validation to last\n\n{RULE}\n\n{changes_table(changes)}\n"
+    changes, unjudged = heldout_changes(runs), not_judged(runs)
+    if changes or unjudged:
+        text += f"\n## Held-out reward, first validation to last\n\n{RULE}\n\n"
+        text += f"{changes_table(changes)}\n" if changes else ""
+        text += f"\nNo verdict (validated once, or no problem count): {', '.join(unjudged)}\n" if unjudged else ""
     (out / "report.md").write_text(text)
     return plotted
 

@@ -60,3 +60,19 @@ def test_an_unchanged_reward_at_zero_or_one_did_not_learn(value):
 def test_no_problems_or_a_nan_gets_no_verdict_and_no_error(first, last, problems):
     change = HeldoutChange("run", "val/heldout/avg@2", 0, first, 64, last, problems)
     assert math.isnan(change.margin) and change.verdict == "no verdict"
+
+
+def test_the_report_names_a_run_validated_once_instead_of_leaving_it_out(tmp_path):
+    """A run stopped before its second validation (the float32 control cut off, as seed 0's was on the long
+    frontier) has no verdict: the report says so rather than dropping its row unseen."""
+    header = "epoch,step,train/reward,val/heldout/avg@2,val/heldout/problems\n"
+    learned = write_run(tmp_path / "a", "lr2e-6", [])
+    (learned / "metrics.csv").write_text(header + "0,0,,0.5,128\n0,8,0.5,,\n0,16,,0.65,128\n")
+    once = write_run(tmp_path / "b", "lr2e-6+exact", [])
+    (once / "metrics.csv").write_text(header + "0,0,,0.7,128\n0,8,0.5,,\n")
+    report([learned, once], tmp_path / "out")
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "| lr2e-6/version_0 | val/heldout/avg@2 |" in text
+    assert "No verdict (validated once, or no problem count): lr2e-6+exact/version_0 (val/heldout/avg@2)" in text
+    report([once], tmp_path / "out_once")
+    assert "lr2e-6+exact/version_0 (val/heldout/avg@2)" in (tmp_path / "out_once" / "report.md").read_text()
