@@ -17,13 +17,18 @@ name() {  # RATE[:OVERLAY] -> lrRATE[+overlay stem]
 }
 if [ "${1:-}" != "--report" ]; then
   specs=("${@:-1e-6 2e-6 4e-6}")
+  pids=() started=() failed=()
   for spec in ${specs[*]}; do
     lr=${spec%%:*} overlay=${spec#"${spec%%:*}"}
+    rm -rf "${runs:?}/$(name "$spec")"  # a run started again would log to version_1; version_0 is copied
     python3 -m stable_rl.sweep --seeds 0 --save-dir "$runs/$(name "$spec")" \
       --recipes "recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml recipes/long/fixed_lr.yaml${overlay:+ ${overlay#:}}" \
       -- "--model.init_args.optimizer.init_args.lr=$lr" &
+    pids+=($!) started+=("$(name "$spec")")
   done
-  wait || true  # a failed run says so in its own output; the others still count
+  for i in "${!pids[@]}"; do  # (a bare wait returns 0 whatever the runs did)
+    wait "${pids[$i]}" || failed+=("${started[$i]}")  # the others still count: logged, copied, reported
+  done
   for spec in ${specs[*]}; do
     for csv in "$runs/$(name "$spec")"/*/version_0/metrics.csv; do
       [ -f "$csv" ] && mkdir -p "$out/logs/$(name "$spec")/version_0" && cp "$csv" "$out/logs/$(name "$spec")/version_0/"
@@ -31,3 +36,7 @@ if [ "${1:-}" != "--report" ]; then
   done
 fi
 python3 -m stable_rl.report "$out"/logs/*/version_0 --out "$out"
+if [ -n "${failed[*]:-}" ]; then
+  echo "run_fixed_lr.sh: failed runs: ${failed[*]} (the report has what they logged)" >&2
+  exit 1
+fi
