@@ -277,7 +277,7 @@ def test_the_long_frontier_recipes_build(in_repo, upcycled_smollm2_path, overlay
 
 def test_the_long_fixed_rate_probe_keeps_one_rate(in_repo, upcycled_smollm2_path):
     """recipes/long/fixed_lr.yaml: the frontier's settings with a constant rate (2e-6, or the one given, as
-    docs/long/run_fixed_lr.sh gives it), one pass over the pool, 15 minutes, held-out reward every 8 steps; the
+    docs/long/run_fixed_lr.sh gives it), at most one pass over the pool and 15 minutes, held-out reward every 8 steps; the
     float32 control stacks after it."""
     stack = [LONG, "--config=recipes/long/frontier.yaml", "--config=recipes/long/fixed_lr.yaml"]
     path = f"--model.init_args.model_path={upcycled_smollm2_path}"
