@@ -208,18 +208,49 @@ def push_checkpoint_layout(generation, model_path: str) -> None:
     generation._iter_named_params = lambda: layout(named_params())
 
 
+def own_push_or_checkpoint_layout(generation, model_path: str, about: dict) -> None:
+    """TRL's own colocated weight push; where a sync fails (vLLM's loader refusing transformers 5's fused
+    experts), that sync is finished, and every later one made, in the checkpoint's layout
+    (``push_checkpoint_layout``). ``about["weight_push"]`` becomes "trl" or "checkpoint-layout (TRL's own
+    push failed: <error>)".
+
+    The fallback repeats only the colocated branch of TRL's (1.16) ``sync_weights`` that follows its wake-up:
+    one ``load_weights`` call per tensor, then the prefix cache reset; the engine's weights are awake by then,
+    and every tensor is pushed again."""
+    own_sync = generation.sync_weights
+    about["weight_push"] = "trl"
+
+    def sync_weights() -> None:
+        if about["weight_push"] != "trl":
+            return own_sync()
+        try:
+            return own_sync()
+        except Exception as error:  # whatever vLLM raises: the fallback pushes everything again, or fails itself
+            about["weight_push"] = f"checkpoint-layout (TRL's own push failed: {type(error).__name__}: {error})"[:300]
+        push_checkpoint_layout(generation, model_path)
+        model = generation.llm.llm_engine.model_executor.driver_worker.model_runner.model
+        for name, param in generation._iter_named_params():
+            model.load_weights([(name, param)])
+        generation.llm.reset_prefix_cache()
+
+    generation.sync_weights = sync_weights
+
+
 def run_trl(
     workload: dict,
     steps: int,
     loss: dict,
     options: dict,
     step_done: StepDone | None = None,
-    weight_push: str = "trl",
+    weight_push: str = "auto",
+    about: dict | None = None,
 ) -> dict:
     """TRL's GRPOTrainer for ``steps`` optimizer steps on the workload (``trl_settings``), the policy loaded in
     the workload's dtype; generation is timed in vLLM's ``LLM.generate`` with ``use_vllm``, else in the
-    model's ``generate`` (and ``generate_batch``, transformers' continuous batching). ``weight_push``: "trl"
-    (TRL's own push to vLLM) or "checkpoint-layout" (``push_checkpoint_layout``)."""
+    model's ``generate`` (and ``generate_batch``, transformers' continuous batching). ``weight_push``: "auto"
+    (TRL's own push to vLLM, the checkpoint's layout where it fails: ``own_push_or_checkpoint_layout``),
+    "trl" (TRL's own alone) or "checkpoint-layout" (``push_checkpoint_layout``); ``about["weight_push"]``
+    says which ran."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -304,8 +335,12 @@ def run_trl(
         if options.get("use_vllm"):
             llm = trainer.vllm_generation.llm
             llm.generate = timed_as("generation", llm.generate)
+            pushed = about if about is not None else {}
+            pushed["weight_push"] = weight_push
             if weight_push == "checkpoint-layout":
                 push_checkpoint_layout(trainer.vllm_generation, workload["model_path"])
+            elif weight_push == "auto":
+                own_push_or_checkpoint_layout(trainer.vllm_generation, workload["model_path"], pushed)
         trainer._generate_and_score_completions = timed_as("scoring", trainer._generate_and_score_completions)
         logprobs = trainer._get_per_token_logps_and_entropies
 

