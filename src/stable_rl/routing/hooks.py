@@ -71,7 +71,7 @@ class RouterHooks:
         self.own = None
         with self._hooks(hook):
             yield
-        self.own = self._stack(chosen, attention_mask if packed else torch.ones(input_ids.shape, dtype=torch.bool))
+        self.own = self._stack(chosen, input_ids.shape, attention_mask if packed else None)
 
     @contextmanager
     def replay(self, routes: Tensor, attention_mask: Tensor, packed: bool = False) -> Iterator[None]:
@@ -83,8 +83,9 @@ class RouterHooks:
         layer's routes are left unused. After the block ``self.own`` holds the routers' own choice.
         """
         self._check(routes, attention_mask)
-        fed = attention_mask.bool() if packed else torch.ones_like(attention_mask, dtype=torch.bool)
-        flat = routes.to(attention_mask.device, torch.long)[fed]  # [tokens fed, layers, k]
+        fed = attention_mask.bool() if packed else None  # packed: only the real tokens are fed
+        routes = routes.to(attention_mask.device, torch.long)
+        flat = routes[fed] if fed is not None else routes.flatten(0, 1)  # [tokens fed, layers, k]
         chosen: dict[int, Tensor] = {}
 
         def hook(router, output, layer):
@@ -109,16 +110,16 @@ class RouterHooks:
                 f"routes of MoE layers {unused} were left unused: the forward inside replay() did not run "
                 "those routers; run exactly one forward of the replayed batch inside the block"
             )
-        self.own = self._stack(chosen, fed)
+        self.own = self._stack(chosen, attention_mask.shape, fed)
 
-    def _stack(self, chosen: dict[int, Tensor], fed: Tensor) -> Tensor:
-        """The layers' routes of the tokens fed (``fed`` [M, L] marks them), at their positions: [M, L, layers,
-        k], -1 at positions not fed."""
+    def _stack(self, chosen: dict[int, Tensor], shape: torch.Size, fed: Tensor | None = None) -> Tensor:
+        """The layers' routes at their positions of the [M, L] batch: [M, L, layers, k]; with ``fed`` (packed:
+        the positions fed, [M, L]) -1 at the others."""
         if sorted(chosen) != list(range(self.num_layers)):
             raise RuntimeError(f"only MoE layers {sorted(chosen)} of {self.num_layers} routed this batch")
         routes = torch.stack([chosen[layer] for layer in range(self.num_layers)], dim=1)  # [tokens fed, layers, k]
-        if fed.all():
-            return routes.view(*fed.shape, self.num_layers, self.top_k)
+        if fed is None:
+            return routes.view(*shape, self.num_layers, self.top_k)
         return unpack(routes, fed.to(routes.device), fill=-1)
 
     def _check(self, routes: Tensor, attention_mask: Tensor) -> None:
