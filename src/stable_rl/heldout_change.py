@@ -43,12 +43,17 @@ class HeldoutChange:
         return "learned" if change > 0 else "worse"
 
 
+def heldout_metrics(series: dict[str, list[tuple[int, float]]]) -> list[str]:
+    """A run's held-out rewards: ``val/<set>/avg@<n>``."""
+    return sorted(m for m in series if fnmatch(m, "val/*/avg@*"))
+
+
 def heldout_changes(runs: dict[str, dict[str, list[tuple[int, float]]]]) -> list[HeldoutChange]:
-    """The first-to-last change of every held-out reward (``val/<set>/avg@<n>``) validated at least twice
-    with its problem count (``val/<set>/problems``) logged, per run."""
+    """The first-to-last change of every held-out reward validated at least twice with its problem count
+    (``val/<set>/problems``) logged, per run."""
     changes = []
     for run, series in runs.items():
-        for metric in sorted(m for m in series if fnmatch(m, "val/*/avg@*")):
+        for metric in heldout_metrics(series):
             points, problems = series[metric], series.get(metric.rsplit("/", 1)[0] + "/problems")
             if len(points) >= 2 and problems:
                 (first_step, first), (last_step, last) = points[0], points[-1]
@@ -56,14 +61,15 @@ def heldout_changes(runs: dict[str, dict[str, list[tuple[int, float]]]]) -> list
     return changes
 
 
-def not_judged(runs: dict[str, dict[str, list[tuple[int, float]]]]) -> list[str]:
-    """``run (metric)`` of every held-out reward that ``heldout_changes`` leaves out: validated once, or
-    without its problem count (a run stopped before its second validation has no verdict, not "no change")."""
-    judged = {(c.run, c.metric) for c in heldout_changes(runs)}
+def not_judged(runs: dict[str, dict[str, list[tuple[int, float]]]], changes: list[HeldoutChange]) -> list[str]:
+    """``run (metric)`` of every held-out reward that ``changes`` (``heldout_changes(runs)``) leaves out:
+    validated once, or without its problem count (a run stopped before its second validation has no verdict,
+    not "no change")."""
+    judged = {(c.run, c.metric) for c in changes}
     return [
         f"{run} ({metric})"
         for run, series in runs.items()
-        for metric in sorted(m for m in series if fnmatch(m, "val/*/avg@*"))
+        for metric in heldout_metrics(series)
         if (run, metric) not in judged
     ]
 

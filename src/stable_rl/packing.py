@@ -13,7 +13,7 @@ from stable_rl.padding import check_right_padded
 def pack(input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
     """Right-padded ``input_ids``, ``attention_mask`` [M, L] -> (input_ids [1, T], position_ids [1, T]) of the T
     real tokens, row after row; positions count from 0 in every row."""
-    check_right_padded(attention_mask, "packed_sequences=True")
+    check_right_padded(attention_mask, "packed_sequences=True", "turn packed_sequences off")
     real = attention_mask.bool()
     positions = real.cumsum(-1) - 1
     return input_ids[real][None], positions[real][None]

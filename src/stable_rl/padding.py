@@ -21,11 +21,12 @@ def right_pad(rows: list[tuple[list[int], list[int]]], pad_token_id: int) -> tup
     return input_ids, attention_mask, response_mask
 
 
-def check_right_padded(attention_mask: Tensor, option: str = "padding_mask=False") -> None:
+def check_right_padded(
+    attention_mask: Tensor, option: str = "padding_mask=False", fix: str = "keep the padding mask"
+) -> None:
     """Raise unless every row of ``attention_mask`` [M, L] is real tokens followed by padding (as ``right_pad``
-    makes them); the error names the ``option`` that needs them."""
+    makes them); the error names the ``option`` that needs them and the ``fix``."""
     if (attention_mask[:, 1:] > attention_mask[:, :-1]).any():
-        fix = "keep the padding mask" if option == "padding_mask=False" else f"turn {option.split('=')[0]} off"
         raise ValueError(f"{option} needs right-padded rows, but a real token follows padding: {fix}")
 
 

@@ -106,7 +106,8 @@ def report(run_dirs: list[Path], out: Path) -> dict[str, list[str]]:
     all_metrics = [m for metrics in plotted.values() for m in metrics]
     figures = "\n".join(f"![{family}]({family}.png)" for family in plotted)
     text = f"# Runs compared\n\n{figures}\n\n{table(runs, all_metrics)}\n"
-    changes, unjudged = heldout_changes(runs), not_judged(runs)
+    changes = heldout_changes(runs)
+    unjudged = not_judged(runs, changes)
     if changes or unjudged:
         text += f"\n## Held-out reward, first validation to last\n\n{RULE}\n\n"
         text += f"{changes_table(changes)}\n" if changes else ""
