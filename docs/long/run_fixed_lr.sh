@@ -7,6 +7,7 @@
 # are made from those committed logs.
 #   bash docs/long/run_fixed_lr.sh 1e-6 2e-6 2e-6:recipes/long/exact.yaml   # the runs (start them with
 #                                                     # docs/long/detached.sh), then the report
+#   FIT_ARGS="--trainer.max_time=00:00:12:00" bash docs/long/run_fixed_lr.sh 4e-6   # extra fit arguments, every run
 #   bash docs/long/run_fixed_lr.sh --report           # the report again, from the committed logs alone
 set -euo pipefail
 out=docs/long/fixed_lr
@@ -23,7 +24,7 @@ if [ "${1:-}" != "--report" ]; then
     rm -rf "${runs:?}/$(name "$spec")"  # a run started again would log to version_1; version_0 is copied
     python3 -m stable_rl.sweep --seeds 0 --save-dir "$runs/$(name "$spec")" \
       --recipes "recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml recipes/long/fixed_lr.yaml${overlay:+ ${overlay#:}}" \
-      -- "--model.init_args.optimizer.init_args.lr=$lr" &
+      -- "--model.init_args.optimizer.init_args.lr=$lr" ${FIT_ARGS:-} &  # FIT_ARGS: for every run
     pids+=($!) started+=("$(name "$spec")")
   done
   for i in "${!pids[@]}"; do  # (a bare wait returns 0 whatever the runs did)
