@@ -3,14 +3,17 @@
 # frontier's settings and no ramp (recipes/long/fixed_lr.yaml), one run per RATE given (default 1e-6 2e-6 4e-6),
 # or per RATE:OVERLAY (another arm at that rate, e.g. 2e-6:recipes/long/exact.yaml, the float32 control), all
 # sharing one GPU, seed 0, each at most 15 minutes of training; after the cold start (docs/long/run_cold_start.sh).
-# Each run's metrics.csv is copied into docs/long/fixed_lr/logs/lrRATE[+overlay]/, and the figures and table
-# are made from those committed logs.
+# Each run's metrics.csv is copied into OUT_DIR/logs/lrRATE[+overlay]/ (OUT_DIR: default docs/long/fixed_lr; each
+# wave on its own cold start has its own, e.g. docs/long/fixed_lr/wave1), and the figures and table are made from
+# those committed logs.
 #   bash docs/long/run_fixed_lr.sh 1e-6 2e-6 2e-6:recipes/long/exact.yaml   # the runs (start them with
 #                                                     # docs/long/detached.sh), then the report
 #   FIT_ARGS="--trainer.max_time=00:00:12:00" bash docs/long/run_fixed_lr.sh 4e-6   # extra fit arguments, every run
-#   bash docs/long/run_fixed_lr.sh --report           # the report again, from the committed logs alone
+#   bash docs/long/run_fixed_lr.sh --report [DIR]     # the report again, from the committed logs alone
+#   bash docs/long/run_fixed_lr.sh --report docs/long/fixed_lr/wave1   # the first GPU wave's (docs/long-task.md)
 set -euo pipefail
-out=docs/long/fixed_lr
+out=${OUT_DIR:-docs/long/fixed_lr}
+[ "${1:-}" = "--report" ] && out=${2:-$out}  # a DIR only after --report: otherwise every argument is a RATE
 runs=${SAVE_DIR:-runs/long_fixed_lr}
 name() {  # RATE[:OVERLAY] -> lrRATE[+overlay stem]
   local overlay=${1#*:}

@@ -81,11 +81,9 @@ def test_the_off_policy_pairs_name_the_runs_the_sweep_makes(tmp_path, n):
     assert {v for pair in pairs for v in pair.split(":")} <= names
 
 
-def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
-    """run_fixed_lr.sh RATE[:OVERLAY]...: one sweep per run, each given its rate (and overlay) and its own folder,
-    each run's log copied to logs/lr<RATE>[+<overlay>]/ and the report made from the copies (the sweep records
-    its commands and writes a one-row log, its rate as the reward, instead of training)."""
-    calls = tmp_path / "calls"
+def fixed_rate_checkout(tmp_path: Path, calls: Path) -> dict[str, str]:
+    """A checkout with run_fixed_lr.sh and the recipes, and an environment whose sweep records its commands in
+    ``calls`` and writes a one-row log, the last argument's value (the rate, or FIT_ARGS' last) as the reward."""
     log = "$dir/frontier+fixed_lr-s0/version_0"
     env = python3_as(
         tmp_path,
@@ -98,6 +96,15 @@ def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
     (tmp_path / "docs" / "long").mkdir(parents=True)
     shutil.copy(ROOT / "docs/long/run_fixed_lr.sh", tmp_path / "docs/long")
+    return env
+
+
+def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
+    """run_fixed_lr.sh RATE[:OVERLAY]...: one sweep per run, each given its rate (and overlay) and its own folder,
+    each run's log copied to logs/lr<RATE>[+<overlay>]/ and the report made from the copies (the sweep records
+    its commands and writes a one-row log, its rate as the reward, instead of training)."""
+    calls = tmp_path / "calls"
+    env = fixed_rate_checkout(tmp_path, calls)
     specs = ["1e-6", "3e-6", "3e-6:recipes/long/exact.yaml"]
     done = subprocess.run(
         ["bash", "docs/long/run_fixed_lr.sh", *specs], cwd=tmp_path, env=env, capture_output=True, text=True
@@ -120,6 +127,32 @@ def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
         assert rows[1] == f"0,{rate}"  # the run's log: its rate, as the fake wrote it
         assert f"| train/reward | {name}/version_0 | {float(rate):.4g} | 0 |" in report_md
     assert "exact" not in commands["runs/long_fixed_lr/lr3e-6"]
+
+
+def test_the_fixed_rate_script_writes_a_wave_to_its_own_folder_and_passes_fit_args_to_every_run(tmp_path):
+    """OUT_DIR: a wave on its own cold start keeps its logs and report apart (docs/long/fixed_lr/wave1, ...);
+    FIT_ARGS reach every run after its rate; ``--report DIR`` remakes that folder's report from its logs alone."""
+    calls = tmp_path / "calls"
+    env = fixed_rate_checkout(tmp_path, calls) | {
+        "OUT_DIR": "docs/long/fixed_lr/wave9",
+        "FIT_ARGS": "--trainer.max_time=00:00:12:00 --trainer.val_check_interval=0.25",
+    }
+    run = ["bash", "docs/long/run_fixed_lr.sh", "2e-6", "2e-6:recipes/long/exact.yaml"]
+    done = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for command in calls.read_text().splitlines():
+        assert command.endswith("lr=2e-6 --trainer.max_time=00:00:12:00 --trainer.val_check_interval=0.25")
+    wave = tmp_path / "docs/long/fixed_lr/wave9"
+    assert sorted(p.name for p in (wave / "logs").iterdir()) == ["lr2e-6", "lr2e-6+exact"]
+    assert not (tmp_path / "docs/long/fixed_lr/logs").exists()
+    report = wave / "report.md"
+    first = report.read_text()
+    assert "| train/reward | lr2e-6+exact/version_0 | 0.25 | 0 |" in first  # FIT_ARGS' last value, as logged
+    report.unlink()
+    again = ["bash", "docs/long/run_fixed_lr.sh", "--report", "docs/long/fixed_lr/wave9"]
+    remade = subprocess.run(again, cwd=tmp_path, env=env | {"OUT_DIR": ""}, capture_output=True, text=True)
+    assert remade.returncode == 0, remade.stderr
+    assert report.read_text() == first and calls.read_text().count("\n") == 2  # no run started again
 
 
 def test_the_fixed_rate_script_fails_after_reporting_where_a_run_failed(tmp_path):
