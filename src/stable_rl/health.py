@@ -10,6 +10,7 @@ linearisation 1 + sum_t delta_t. These functions measure all of it on one batch,
 response, for ``StepMetrics`` to average and take maxima and quantiles of.
 """
 
+import torch
 from torch import Tensor
 
 PARTS = ("train_infer", "staleness", "total")
@@ -32,6 +33,13 @@ def sequence_linearisation_gap(total_log_ratio: Tensor, response_mask: Tensor) -
     sequence_ratio = log_ratio.sum(-1).clamp(max=50).exp()
     first_order = 1 + (log_ratio.exp() - 1).mul(response_mask).sum(-1)
     return (sequence_ratio - first_order).abs()
+
+
+def gradient_share(old_logprobs: Tensor) -> Tensor:
+    """1 - pi_old(y_t) per token [M, T]: the size of the token's log-prob gradient with respect to its logits
+    (||e_y - p|| lies between 1 - p_y and sqrt(2) (1 - p_y)). A near-deterministic policy's gradient comes from
+    its few uncertain tokens, so a mismatch averaged with these weights is the mismatch where the update is."""
+    return -torch.expm1(old_logprobs.detach())
 
 
 def health_metrics(

@@ -14,15 +14,20 @@ class StepMetrics:
 
     def _metric(self, name: str, kind: type[Metric], device: torch.device) -> Metric:
         if name not in self._metrics:
-            self._metrics[name] = kind(nan_strategy="disable").to(device)
+            self._metrics[name] = (kind() if kind is WeightedMean else kind(nan_strategy="disable")).to(device)
         return self._metrics[name]
 
-    def mean(self, name: str, values: Tensor, mask: Tensor | None = None) -> None:
-        """Add ``values`` (restricted to ``mask`` where given) to the running mean ``name``."""
+    def mean(self, name: str, values: Tensor, mask: Tensor | None = None, weight: Tensor | None = None) -> None:
+        """Add ``values`` (restricted to ``mask`` where given) to the running mean ``name``; with ``weight`` (same
+        shape) the mean is sum(weight * value) / sum(weight) over the step, a ``WeightedMean``."""
         values = values.detach().float()
         if mask is not None:
             values = values[mask]
-        self._metric(name, MeanMetric, values.device).update(values)
+        if weight is None:
+            self._metric(name, MeanMetric, values.device).update(values)
+            return
+        weight = weight.detach().float()
+        self._metric(name, WeightedMean, values.device).update(values, weight[mask] if mask is not None else weight)
 
     def max(self, name: str, values: Tensor, mask: Tensor | None = None) -> None:
         """Add ``values`` (restricted to ``mask``) to the running maximum ``name``."""
@@ -50,6 +55,23 @@ class StepMetrics:
             values[name] = value
         self._metrics, self._quantiles = {}, {}
         return values
+
+
+class WeightedMean(Metric):
+    """sum(weight * value) / sum(weight), summed across ranks; NaN before any weight. (torchmetrics 1.9's
+    ``MeanMetric(nan_strategy="disable")`` replaces the weights it is given by ones.)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("weighted_sum", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("weight", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, values: Tensor, weight: Tensor) -> None:
+        self.weighted_sum += (values.double() * weight.double()).sum()
+        self.weight += weight.double().sum()
+
+    def compute(self) -> Tensor:
+        return (self.weighted_sum / self.weight).float()
 
 
 def quantile(values: Tensor, q: float) -> Tensor:

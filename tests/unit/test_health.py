@@ -6,7 +6,7 @@ import pytest
 import torch
 from test_module import fixed_batch, frozen_policy, train_on
 
-from stable_rl.health import health_metrics, sequence_linearisation_gap, token_log_ratios
+from stable_rl.health import gradient_share, health_metrics, sequence_linearisation_gap, token_log_ratios
 from stable_rl.metrics import StepMetrics
 
 LN2 = math.log(2)
@@ -53,6 +53,27 @@ def test_step_quantile_spans_micro_batches():
     torch.testing.assert_close(metrics.compute()["p99"], torch.tensor(99.01))  # linear interpolation
 
 
+def test_gradient_share_is_one_minus_the_tokens_probability():
+    """||d log p_y / d logits|| = ||e_y - p|| lies in [1 - p_y, sqrt(2) (1 - p_y)]: a certain token (p 1) has none."""
+    old = torch.tensor([[0.5, 0.9, 1.0]]).log()
+    torch.testing.assert_close(gradient_share(old), torch.tensor([[0.5, 0.1, 0.0]]))
+
+
+def test_step_weighted_mean_spans_micro_batches_and_skips_the_mask():
+    """sum(w x) / sum(w) over the step: (1 * 1 + 3 * 2 + 1 * 4) / (1 + 3 + 1) = 11 / 5; the masked-out 100 and a
+    micro-batch of weight 0 count nothing."""
+    metrics = StepMetrics()
+    metrics.mean("m", torch.tensor([1.0, 2.0, 100.0]), torch.tensor([True, True, False]), torch.tensor([1.0, 3.0, 7.0]))
+    metrics.mean("m", torch.tensor([4.0]), weight=torch.tensor([1.0]))
+    metrics.mean("m", torch.tensor([50.0]), weight=torch.tensor([0.0]))
+    metrics.mean("plain", torch.tensor([1.0, 2.0]))
+    metrics.mean("unweighted", torch.tensor([3.0]), weight=torch.tensor([0.0]))
+    values = metrics.compute()
+    torch.testing.assert_close(values["m"], torch.tensor(11 / 5))
+    torch.testing.assert_close(values["plain"], torch.tensor(1.5))
+    assert values["unweighted"].isnan()  # no weight at all: no mean
+
+
 def test_on_policy_step_logs_the_split(tiny_model_path):
     """N = 1: pi_theta = pi_old at the update, so the staleness part is zero and the total is the
     training-inference part, computed here by hand from the policy before the step."""
@@ -71,6 +92,12 @@ def test_on_policy_step_logs_the_split(tiny_model_path):
     torch.testing.assert_close(
         logged["train/health/beyond_threshold"], (gap.abs() > module.health_threshold).float().mean()
     )
+    share = 1 - old[mask].exp()  # each token's gradient share, from the policy before the step
+    torch.testing.assert_close(
+        logged["train/health/train_infer_abs_by_gradient"], (share * gap.abs()).sum() / share.sum()
+    )
+    assert logged["train/health/staleness_abs_by_gradient"] == 0
+    assert logged["train/health/train_infer_abs_by_gradient"] != logged["train/health/train_infer_abs"]
     assert 0 < logged["train/health/beyond_threshold"] < 1
 
 

@@ -33,7 +33,7 @@ from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.checkpoint_io import check_writable
 from stable_rl.compat.lightning import attached_trainer, count_skipped_optimizer_step
 from stable_rl.dtypes import Dtype
-from stable_rl.health import PARTS, health_metrics
+from stable_rl.health import PARTS, gradient_share, health_metrics
 from stable_rl.hf_policy import HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_kl
 from stable_rl.objectives import LossInputs, MiniRL, Objective
@@ -394,13 +394,16 @@ class PolicyModule(HFPolicyModule):
         )
 
     def _log_health(self, logprobs: Tensor, old_logprobs: Tensor, part: RolloutBatch) -> None:
-        """First-order health of the surrogate on one micro-batch (``stable_rl.health``)."""
+        """First-order health of the surrogate on one micro-batch (``stable_rl.health``); each part's |log-ratio|
+        also as a mean weighted by the tokens' gradient share (``health/<part>_abs_by_gradient``)."""
         mask = part.response_mask
         tokens, gaps = health_metrics(logprobs, old_logprobs, part.rollout_logprobs, mask, self.health_threshold)
         for name, values in tokens.items():
             self.step_metrics.mean(f"health/{name}", values, mask)
+        share = gradient_share(old_logprobs)  # where the update is: a near-deterministic policy's few uncertain tokens
         for name in PARTS:
             self.step_metrics.quantile(f"health/{name}_abs_p99", tokens[f"{name}_abs"], mask, 0.99)
+            self.step_metrics.mean(f"health/{name}_abs_by_gradient", tokens[f"{name}_abs"], mask, weight=share)
         self.step_metrics.mean("health/seq_linearisation_gap", gaps)
         self.step_metrics.max("health/seq_linearisation_gap_max", gaps)
 
