@@ -2,13 +2,14 @@
 # Fixed learning rates on the long task (docs/long-task.md, "Left for the next waves"): MiniRL with the
 # frontier's settings and no ramp (recipes/long/fixed_lr.yaml), one run per RATE given (default 1e-6 2e-6 4e-6),
 # or per RATE:OVERLAY (another arm at that rate, e.g. 2e-6:recipes/long/exact.yaml, the float32 control), all
-# sharing one GPU, seed 0, each at most 15 minutes of training; after the cold start (docs/long/run_cold_start.sh).
+# sharing one GPU, seed SEED (default 0), each at most 15 minutes of training; after the cold start (docs/long/run_cold_start.sh).
 # Each run's metrics.csv is copied into OUT_DIR/logs/lrRATE[+overlay]/ (OUT_DIR: default docs/long/fixed_lr; each
 # wave on its own cold start has its own, e.g. docs/long/fixed_lr/wave1), and the figures and table are made from
 # those committed logs.
 #   bash docs/long/run_fixed_lr.sh 1e-6 2e-6 2e-6:recipes/long/exact.yaml   # the runs (start them with
 #                                                     # docs/long/detached.sh), then the report
 #   FIT_ARGS="--trainer.max_time=00:00:12:00" bash docs/long/run_fixed_lr.sh 4e-6   # extra fit arguments, every run
+#   SEED=1 OUT_DIR=docs/long/fixed_lr/wave3 bash docs/long/run_fixed_lr.sh 8e-6   # another seed (default 0)
 #   bash docs/long/run_fixed_lr.sh --report [DIR]     # the report again, from the committed logs alone
 #   bash docs/long/run_fixed_lr.sh --report docs/long/fixed_lr/wave1   # the first GPU wave's (docs/long-task.md)
 set -euo pipefail
@@ -25,7 +26,7 @@ if [ "${1:-}" != "--report" ]; then
   for spec in ${specs[*]}; do
     lr=${spec%%:*} overlay=${spec#"${spec%%:*}"}
     rm -rf "${runs:?}/$(name "$spec")"  # a run started again would log to version_1; version_0 is copied
-    python3 -m stable_rl.sweep --seeds 0 --save-dir "$runs/$(name "$spec")" \
+    python3 -m stable_rl.sweep --seeds "${SEED:-0}" --save-dir "$runs/$(name "$spec")" \
       --recipes "recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml recipes/long/fixed_lr.yaml${overlay:+ ${overlay#:}}" \
       -- "--model.init_args.optimizer.init_args.lr=$lr" ${FIT_ARGS:-} &  # FIT_ARGS: for every run
     pids+=($!) started+=("$(name "$spec")")

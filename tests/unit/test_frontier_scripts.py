@@ -131,10 +131,11 @@ def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
 
 def test_the_fixed_rate_script_writes_a_wave_to_its_own_folder_and_passes_fit_args_to_every_run(tmp_path):
     """OUT_DIR: a wave on its own cold start keeps its logs and report apart (docs/long/fixed_lr/wave1, ...);
-    FIT_ARGS reach every run after its rate; ``--report DIR`` remakes that folder's report from its logs alone."""
+    SEED seeds every run; FIT_ARGS reach every run after its rate; ``--report DIR`` remakes that folder's report from its logs alone."""
     calls = tmp_path / "calls"
     env = fixed_rate_checkout(tmp_path, calls) | {
         "OUT_DIR": "docs/long/fixed_lr/wave9",
+        "SEED": "3",
         "FIT_ARGS": "--trainer.max_time=00:00:12:00 --trainer.val_check_interval=0.25",
     }
     run = ["bash", "docs/long/run_fixed_lr.sh", "2e-6", "2e-6:recipes/long/exact.yaml"]
@@ -142,6 +143,7 @@ def test_the_fixed_rate_script_writes_a_wave_to_its_own_folder_and_passes_fit_ar
     assert done.returncode == 0, done.stderr
     for command in calls.read_text().splitlines():
         assert command.endswith("lr=2e-6 --trainer.max_time=00:00:12:00 --trainer.val_check_interval=0.25")
+        assert "--seed_everything=3 " in command and "-s3 " in command
     wave = tmp_path / "docs/long/fixed_lr/wave9"
     assert sorted(p.name for p in (wave / "logs").iterdir()) == ["lr2e-6", "lr2e-6+exact"]
     assert not (tmp_path / "docs/long/fixed_lr/logs").exists()
