@@ -8,7 +8,8 @@
 # those committed logs.
 #   bash docs/long/run_fixed_lr.sh 1e-6 2e-6 2e-6:recipes/long/exact.yaml   # the runs (start them with
 #                                                     # docs/long/detached.sh), then the report
-#   FIT_ARGS="--trainer.max_time=00:00:12:00" bash docs/long/run_fixed_lr.sh 4e-6   # extra fit arguments, every run
+#   FIT_ARGS="--trainer.max_time=00:00:12:00" bash docs/long/run_fixed_lr.sh 4e-6   # extra fit arguments, every
+#                                                     # run (split at spaces: no spaces or globs inside a value)
 #   SEED=1 OUT_DIR=docs/long/fixed_lr/wave3 bash docs/long/run_fixed_lr.sh 8e-6   # another seed (default 0)
 #   bash docs/long/run_fixed_lr.sh --report [DIR]     # the report again, from the committed logs alone
 #   bash docs/long/run_fixed_lr.sh --report docs/long/fixed_lr/wave1   # the first GPU wave's (docs/long-task.md)
@@ -26,6 +27,7 @@ if [ "${1:-}" != "--report" ]; then
   for spec in ${specs[*]}; do
     lr=${spec%%:*} overlay=${spec#"${spec%%:*}"}
     rm -rf "${runs:?}/$(name "$spec")"  # a run started again would log to version_1; version_0 is copied
+    rm -rf "${out:?}/logs/$(name "$spec")"  # nor may a run that dies before logging be reported from an earlier one
     python3 -m stable_rl.sweep --seeds "${SEED:-0}" --save-dir "$runs/$(name "$spec")" \
       --recipes "recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml recipes/long/fixed_lr.yaml${overlay:+ ${overlay#:}}" \
       -- "--model.init_args.optimizer.init_args.lr=$lr" ${FIT_ARGS:-} &  # FIT_ARGS: for every run

@@ -160,10 +160,12 @@ def test_the_fixed_rate_script_writes_a_wave_to_its_own_folder_and_passes_fit_ar
 def test_the_fixed_rate_script_fails_after_reporting_where_a_run_failed(tmp_path):
     """One run fails (the sweep exits 1 after logging): the others' logs are still copied and reported, and the
     script exits non-zero naming it (a bare ``wait`` returns 0 whatever its jobs did). A run started again
-    replaces its earlier log (the fake logs to version_<n> as CSVLogger does; version_0 is the one copied)."""
+    replaces its earlier log (the fake logs to version_<n> as CSVLogger does; version_0 is the one copied). A run
+    that dies before logging (9e-6) is not reported from the copy an earlier wave left under its name."""
     env = python3_as(
         tmp_path,
         'if [ "$2" = stable_rl.sweep ]; then for a; do last=${a#*=}; done\n'
+        '[ "$last" = 9e-6 ] && exit 1\n'
         'dir=$(echo "$@" | sed "s/.*--save-dir \\([^ ]*\\).*/\\1/")/frontier+fixed_lr-s0\n'
         'n=$(ls "$dir" 2>/dev/null | wc -l); mkdir -p "$dir/version_$n"\n'
         'printf "step,train/reward\\n0,%s\\n" "$last" > "$dir/version_$n/metrics.csv"\n'
@@ -176,10 +178,18 @@ def test_the_fixed_rate_script_fails_after_reporting_where_a_run_failed(tmp_path
     stale = tmp_path / "runs/long_fixed_lr/lr1e-6/frontier+fixed_lr-s0/version_0"
     stale.mkdir(parents=True)
     (stale / "metrics.csv").write_text("step,train/reward\n0,0.5\n")  # an earlier attempt's
+    earlier = tmp_path / "docs/long/fixed_lr/logs" / "lr9e-6" / "version_0"  # an earlier wave's copy
+    earlier.mkdir(parents=True)
+    (earlier / "metrics.csv").write_text("step,train/reward\n0,0.75\n")
     done = subprocess.run(
-        ["bash", "docs/long/run_fixed_lr.sh", "1e-6 4e-6"], cwd=tmp_path, env=env, capture_output=True, text=True
+        ["bash", "docs/long/run_fixed_lr.sh", "1e-6 4e-6", "9e-6"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
     )
-    assert done.returncode != 0 and "failed runs: lr4e-6" in done.stderr, done.stderr
+    assert done.returncode != 0 and "failed runs: lr4e-6 lr9e-6" in done.stderr, done.stderr
+    assert not earlier.exists() and "lr9e-6" not in (tmp_path / "docs/long/fixed_lr/report.md").read_text()
     report_md = (tmp_path / "docs/long/fixed_lr/report.md").read_text()
     for name, rate in (("lr1e-6", "1e-06"), ("lr4e-6", "4e-06")):
         assert f"| train/reward | {name}/version_0 | {rate} | 0 |" in report_md
