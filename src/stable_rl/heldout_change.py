@@ -12,6 +12,28 @@ import math
 from dataclasses import dataclass
 from fnmatch import fnmatch
 
+HELDOUT = "val/*/avg@*"  # the held-out rewards
+
+
+def standard_error_bound(p: float, problems: int) -> float:
+    """sqrt(p (1 - p) / P): the standard error of a held-out mean p over P problems, at most (Bhatia-Davis); NaN
+    where no problem was counted or p is not a rate in [0, 1]."""
+    if problems <= 0 or not 0 <= p <= 1:
+        return math.nan
+    return math.sqrt(p * (1 - p) / problems)
+
+
+def heldout_band(series: dict[str, list[tuple[int, float]]], metric: str) -> list[tuple[int, float, float]]:
+    """(step, low, high) of ``metric`` +- two bounded standard errors at each validation whose problem count
+    (``val/<set>/problems``) was logged at the same step: what a figure shades around a held-out curve."""
+    counts = dict(series.get(metric.rsplit("/", 1)[0] + "/problems", []))
+    band = []
+    for step, value in series[metric]:
+        half = 2 * standard_error_bound(value, int(counts.get(step, 0)))
+        if not math.isnan(half):
+            band.append((step, value - half, value + half))
+    return band
+
 
 @dataclass(frozen=True)
 class HeldoutChange:
@@ -27,10 +49,7 @@ class HeldoutChange:
     def margin(self) -> float:
         """Two standard errors of the difference, at most (see the module docstring); NaN where no problem
         was counted or a value is not a rate in [0, 1]."""
-        p = (self.first + self.last) / 2
-        if self.problems <= 0 or not 0 <= p <= 1:
-            return math.nan
-        return 2 * math.sqrt(2 * p * (1 - p) / self.problems)
+        return 2 * math.sqrt(2) * standard_error_bound((self.first + self.last) / 2, self.problems)
 
     @property
     def verdict(self) -> str:
@@ -45,7 +64,7 @@ class HeldoutChange:
 
 def heldout_metrics(series: dict[str, list[tuple[int, float]]]) -> list[str]:
     """A run's held-out rewards: ``val/<set>/avg@<n>``."""
-    return sorted(m for m in series if fnmatch(m, "val/*/avg@*"))
+    return sorted(m for m in series if fnmatch(m, HELDOUT))
 
 
 def heldout_changes(runs: dict[str, dict[str, list[tuple[int, float]]]]) -> list[HeldoutChange]:

@@ -14,7 +14,7 @@ import math
 from fnmatch import fnmatch
 from pathlib import Path
 
-from stable_rl.heldout_change import changes_table, heldout_changes, not_judged
+from stable_rl.heldout_change import HELDOUT, changes_table, heldout_band, heldout_changes, not_judged
 
 RULE = (
     "A run learned (or got worse) where its held-out reward changed by at least the margin: two standard errors "
@@ -22,7 +22,7 @@ RULE = (
 )
 FAMILIES = {  # figure name -> metric patterns
     "reward": ["train/reward"],
-    "heldout": ["val/*/avg@*"],
+    "heldout": [HELDOUT],  # shaded +- 2 bounded standard errors where the problem count is logged
     "kl": ["train/kl", "train/kl_k3", "train/kl_no_replay", "train/kl_k3_no_replay"],
     "entropy": ["train/entropy"],
     "health": ["train/health/*"],
@@ -68,7 +68,11 @@ def plot_family(runs: dict[str, dict], metrics: list[str], path: Path) -> None:
         for label, series in runs.items():
             if metric in series:
                 steps, values = zip(*series[metric], strict=True)
-                ax.plot(steps, values, label=label, marker="o" if len(steps) < 30 else None, markersize=3)
+                line = ax.plot(steps, values, label=label, marker="o" if len(steps) < 30 else None, markersize=3)
+                band = heldout_band(series, metric) if fnmatch(metric, HELDOUT) else []
+                if band:  # +- 2 bounded standard errors: the verdict's margin is sqrt(2) times this half-width
+                    band_steps, low, high = zip(*band, strict=True)
+                    ax.fill_between(band_steps, low, high, color=line[0].get_color(), alpha=0.12, linewidth=0)
         ax.set_title(metric)
         ax.set_xlabel("global step (logger step: one rollout batch, N updates)")
         ax.grid(alpha=0.3)

@@ -6,7 +6,7 @@ import math
 import pytest
 from test_report import write_run
 
-from stable_rl.heldout_change import HeldoutChange, heldout_changes
+from stable_rl.heldout_change import HeldoutChange, heldout_band, heldout_changes
 from stable_rl.report import report
 
 
@@ -76,3 +76,16 @@ def test_the_report_names_a_run_validated_once_instead_of_leaving_it_out(tmp_pat
     assert "No verdict (validated once, or no problem count): lr2e-6+exact/version_0 (val/heldout/avg@2)" in text
     report([once], tmp_path / "out_once")
     assert "lr2e-6+exact/version_0 (val/heldout/avg@2)" in (tmp_path / "out_once" / "report.md").read_text()
+
+
+def test_the_figures_band_is_two_bounded_standard_errors_where_the_problems_were_counted():
+    """0.5 over 100 problems: 2 sqrt(0.25 / 100) = 0.1; 0.75 over 48: 2 sqrt(0.1875 / 48) = 0.125; a validation
+    without its problem count at that step gets no band."""
+    series = {
+        "val/heldout/avg@2": [(0, 0.5), (8, 0.75), (16, 0.6)],
+        "val/heldout/problems": [(0, 100.0), (8, 48.0)],
+    }
+    band = heldout_band(series, "val/heldout/avg@2")
+    assert [step for step, _, _ in band] == [0, 8]
+    for (_, low, high), expected in zip(band, [(0.4, 0.6), (0.625, 0.875)], strict=True):
+        assert (low, high) == pytest.approx(expected, abs=1e-12)
