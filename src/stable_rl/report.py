@@ -15,10 +15,16 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from stable_rl.heldout_change import HELDOUT, changes_table, heldout_band, heldout_changes, not_judged
+from stable_rl.reward_trend import reward_trend, trend_table
 
 RULE = (
     "A run learned (or got worse) where its held-out reward changed by at least the margin: two standard errors "
     "of the difference, bounded over problems (`stable_rl.heldout_change`); otherwise no change."
+)
+TREND = (
+    "The least-squares slope of `train/reward` per global step and its standard error (`stable_rl.reward_trend`): "
+    "where a run makes at most one pass over its prompts, each step's reward is a fresh estimate; a description, "
+    "not a verdict."
 )
 FAMILIES = {  # figure name -> metric patterns
     "reward": ["train/reward"],
@@ -110,6 +116,9 @@ def report(run_dirs: list[Path], out: Path) -> dict[str, list[str]]:
     all_metrics = [m for metrics in plotted.values() for m in metrics]
     figures = "\n".join(f"![{family}]({family}.png)" for family in plotted)
     text = f"# Runs compared\n\n{figures}\n\n{table(runs, all_metrics)}\n"
+    trends = [reward_trend(run, series["train/reward"]) for run, series in runs.items() if "train/reward" in series]
+    if trends:
+        text += f"\n## Training reward trend\n\n{TREND}\n\n{trend_table(trends)}\n"
     changes = heldout_changes(runs)
     unjudged = not_judged(runs, changes)
     if changes or unjudged:
