@@ -15,6 +15,11 @@ from fnmatch import fnmatch
 HELDOUT = "val/*/avg@*"  # the held-out rewards
 
 
+def problem_count(logged: float) -> int:
+    """A logged ``val/<set>/problems`` as a count; 0 (no verdict, no band) where it is not finite."""
+    return int(logged) if math.isfinite(logged) else 0
+
+
 def standard_error_bound(p: float, problems: int) -> float:
     """sqrt(p (1 - p) / P): the standard error of a held-out mean p over P problems, at most (Bhatia-Davis); NaN
     where no problem was counted or p is not a rate in [0, 1]."""
@@ -29,7 +34,7 @@ def heldout_band(series: dict[str, list[tuple[int, float]]], metric: str) -> lis
     counts = dict(series.get(metric.rsplit("/", 1)[0] + "/problems", []))
     band = []
     for step, value in series[metric]:
-        half = 2 * standard_error_bound(value, int(counts.get(step, 0)))
+        half = 2 * standard_error_bound(value, problem_count(counts.get(step, 0.0)))
         if not math.isnan(half):
             band.append((step, value - half, value + half))
     return band
@@ -76,7 +81,9 @@ def heldout_changes(runs: dict[str, dict[str, list[tuple[int, float]]]]) -> list
             points, problems = series[metric], series.get(metric.rsplit("/", 1)[0] + "/problems")
             if len(points) >= 2 and problems:
                 (first_step, first), (last_step, last) = points[0], points[-1]
-                changes.append(HeldoutChange(run, metric, first_step, first, last_step, last, int(problems[-1][1])))
+                changes.append(
+                    HeldoutChange(run, metric, first_step, first, last_step, last, problem_count(problems[-1][1]))
+                )
     return changes
 
 

@@ -80,12 +80,13 @@ def test_the_report_names_a_run_validated_once_instead_of_leaving_it_out(tmp_pat
 
 def test_the_figures_band_is_two_bounded_standard_errors_where_the_problems_were_counted():
     """0.5 over 100 problems: 2 sqrt(0.25 / 100) = 0.1; 0.75 over 48: 2 sqrt(0.1875 / 48) = 0.125; a validation
-    without its problem count at that step gets no band."""
+    without a finite problem count at that step gets no band (and a last one without it, no verdict)."""
     series = {
-        "val/heldout/avg@2": [(0, 0.5), (8, 0.75), (16, 0.6)],
-        "val/heldout/problems": [(0, 100.0), (8, 48.0)],
+        "val/heldout/avg@2": [(0, 0.5), (8, 0.75), (16, 0.6), (24, 0.6)],
+        "val/heldout/problems": [(0, 100.0), (8, 48.0), (24, math.nan)],
     }
     band = heldout_band(series, "val/heldout/avg@2")
-    assert [step for step, _, _ in band] == [0, 8]
+    assert [step for step, _, _ in band] == [0, 8]  # step 24's count is not finite: no band, no error
+    assert heldout_changes({"run": series})[0].verdict == "no verdict"
     for (_, low, high), expected in zip(band, [(0.4, 0.6), (0.625, 0.875)], strict=True):
         assert (low, high) == pytest.approx(expected, abs=1e-12)

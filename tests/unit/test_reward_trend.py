@@ -29,12 +29,25 @@ def test_a_straight_line_has_no_error_and_two_points_no_standard_error():
     assert math.isnan(reward_trend("run", [(0, 0.5)]).slope)
 
 
+def test_gaps_in_the_steps_and_non_finite_rewards():
+    """Steps 4, 8, 12 rise 0.1 each: 0.025 a step, a fitted change of 0.2 from step 4 to 12 (not 2 x the slope);
+    a NaN reward is left out; one step logged twice (no spread of steps) has no slope."""
+    gaps = reward_trend("run", [(4, 0.5), (8, 0.6), (10, math.nan), (12, 0.7)])
+    assert gaps.steps == 3 and gaps.change == pytest.approx(0.2, abs=1e-12)
+    assert gaps.slope == pytest.approx(0.025, abs=1e-12)
+    twice = reward_trend("run", [(3, 0.5), (3, 0.7)])
+    assert math.isnan(twice.slope) and math.isnan(twice.standard_error)
+
+
 def test_the_report_gives_each_runs_trend(tmp_path):
     """Rewards 0.5, 0.7, 0.6 at steps 0-2: slope 0.05, residuals -0.05, 0.1, -0.05 (squares 0.015 over 1 degree of
-    freedom): standard error sqrt(0.015 / 2) = 0.0866, slope / SE +0.58; two steps have no standard error."""
+    freedom): standard error sqrt(0.015 / 2) = 0.0866, slope / SE +0.58; two steps have no standard error, and a
+    constant reward a standard error of 0 and no ratio."""
     a = write_run(tmp_path, "minirl", ["0,0,0.5,0.001,\n", "0,1,0.7,0.002,\n", "0,2,0.6,0.001,\n"])
     b = write_run(tmp_path, "no_is", ["0,0,0.5,0.003,\n", "0,1,0.2,0.004,\n"])
-    report([a, b], tmp_path / "out")
+    flat = write_run(tmp_path, "flat", ["0,0,0.0,0.001,\n", "0,1,0.0,0.001,\n", "0,2,0.0,0.001,\n"])
+    report([a, b, flat], tmp_path / "out")
     text = (tmp_path / "out" / "report.md").read_text()
     assert "| minirl/version_0 | 3 | +0.05 | 0.0866 | +0.1 | +0.58 |" in text
     assert "| no_is/version_0 | 2 | -0.3 | - | -0.3 | - |" in text
+    assert "| flat/version_0 | 3 | +0 | 0 | +0 | - |" in text  # no error at all: no ratio (and no crash)
