@@ -3,7 +3,8 @@
 # frontier's settings and no ramp (recipes/long/fixed_lr.yaml), one run per RATE given (default 1e-6 2e-6 4e-6),
 # or per RATE:OVERLAY (another arm at that rate, e.g. 2e-6:recipes/long/exact.yaml, the float32 control), all
 # sharing one GPU, seed SEED (default 0), each at most 15 minutes of training; after the cold start (docs/long/run_cold_start.sh).
-# Each run's metrics.csv is copied into OUT_DIR/logs/lrRATE[+overlay]/ (OUT_DIR: default docs/long/fixed_lr; each
+# Each run's metrics.csv (and its console.log as console.txt.gz, machine paths removed) is copied into
+# OUT_DIR/logs/lrRATE[+overlay]/version_0/ (OUT_DIR: default docs/long/fixed_lr; each
 # wave on its own cold start has its own, e.g. docs/long/fixed_lr/wave1), and the figures and table are made from
 # those committed logs.
 #   bash docs/long/run_fixed_lr.sh 1e-6 2e-6 2e-6:recipes/long/exact.yaml   # the runs (start them with
@@ -37,8 +38,14 @@ if [ "${1:-}" != "--report" ]; then
     wait "${pids[$i]}" || failed+=("${started[$i]}")  # the others still count: logged, copied, reported
   done
   for spec in ${specs[*]}; do
-    for csv in "$runs/$(name "$spec")"/*/version_0/metrics.csv; do
-      [ -f "$csv" ] && mkdir -p "$out/logs/$(name "$spec")/version_0" && cp "$csv" "$out/logs/$(name "$spec")/version_0/"
+    for run in "$runs/$(name "$spec")"/*/version_0; do
+      if [ -f "$run/metrics.csv" ]; then
+        dest="$out/logs/$(name "$spec")/version_0"
+        mkdir -p "$dest" && cp "$run/metrics.csv" "$dest/"
+        if [ -f "$run/console.log" ]; then  # the run's own console, without this machine's paths
+          sed -e "s|$PWD/||g" -e 's|/[^ :"]*/site-packages/|<site-packages>/|g' "$run/console.log" | gzip -9n > "$dest/console.txt.gz"
+        fi
+      fi
     done
   done
 fi

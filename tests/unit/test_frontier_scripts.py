@@ -1,6 +1,7 @@
 """The frontier's one-command reports: each script's --report remakes its committed table from its committed
 logs alone (the arms, the pairs judged and the rule as the docs cite them), in a copy of the folders it reads."""
 
+import gzip
 import os
 import shutil
 import subprocess
@@ -91,6 +92,7 @@ def fixed_rate_checkout(tmp_path: Path, calls: Path) -> dict[str, str]:
         f'"{sys.executable}" -m stable_rl.sweep --dry-run "$@" >> "{calls}"\n'
         f'dir=$(echo "$@" | sed "s/.*--save-dir \\([^ ]*\\).*/\\1/"); mkdir -p "{log}"\n'
         f'printf "step,train/reward\\n0,%s\\n" "$last" > "{log}/metrics.csv"\n'
+        f'printf "from $PWD/example.py\\nat /opt/v/lib/python3.12/site-packages/torch/b.py:3: W\\n" > "{log}/console.log"\n'
         f'else exec "{sys.executable}" "$@"; fi',
     )
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
@@ -131,7 +133,8 @@ def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
 
 def test_the_fixed_rate_script_writes_a_wave_to_its_own_folder_and_passes_fit_args_to_every_run(tmp_path):
     """OUT_DIR: a wave on its own cold start keeps its logs and report apart (docs/long/fixed_lr/wave1, ...);
-    SEED seeds every run; FIT_ARGS reach every run after its rate; ``--report DIR`` remakes that folder's report from its logs alone."""
+    SEED seeds every run; FIT_ARGS reach every run after its rate; each run's console comes along without the
+    machine's paths; ``--report DIR`` remakes that folder's report from its logs alone."""
     calls = tmp_path / "calls"
     env = fixed_rate_checkout(tmp_path, calls) | {
         "OUT_DIR": "docs/long/fixed_lr/wave9",
@@ -146,6 +149,8 @@ def test_the_fixed_rate_script_writes_a_wave_to_its_own_folder_and_passes_fit_ar
         assert "--seed_everything=3 " in command and "-s3 " in command
     wave = tmp_path / "docs/long/fixed_lr/wave9"
     assert sorted(p.name for p in (wave / "logs").iterdir()) == ["lr2e-6", "lr2e-6+exact"]
+    console = gzip.decompress((wave / "logs" / "lr2e-6" / "version_0" / "console.txt.gz").read_bytes()).decode()
+    assert console == "from example.py\nat <site-packages>/torch/b.py:3: W\n"  # the run's console, no machine paths
     assert not (tmp_path / "docs/long/fixed_lr/logs").exists()
     report = wave / "report.md"
     first = report.read_text()
