@@ -15,6 +15,11 @@ from fnmatch import fnmatch
 HELDOUT = "val/*/avg@*"  # the held-out rewards
 
 
+def problems_metric(metric: str) -> str:
+    """The problem count logged beside a held-out reward: ``val/<set>/avg@<n>`` -> ``val/<set>/problems``."""
+    return metric.rsplit("/", 1)[0] + "/problems"
+
+
 def problem_count(logged: float) -> int:
     """A logged ``val/<set>/problems`` as a count; 0 (no verdict, no band) where it is not finite."""
     return int(logged) if math.isfinite(logged) else 0
@@ -31,7 +36,7 @@ def standard_error_bound(p: float, problems: int) -> float:
 def heldout_band(series: dict[str, list[tuple[int, float]]], metric: str) -> list[tuple[int, float, float]]:
     """(step, low, high) of ``metric`` +- two bounded standard errors at each validation whose problem count
     (``val/<set>/problems``) was logged at the same step: what a figure shades around a held-out curve."""
-    counts = dict(series.get(metric.rsplit("/", 1)[0] + "/problems", []))
+    counts = dict(series.get(problems_metric(metric), []))
     band = []
     for step, value in series[metric]:
         half = 2 * standard_error_bound(value, problem_count(counts.get(step, 0.0)))
@@ -78,7 +83,7 @@ def heldout_changes(runs: dict[str, dict[str, list[tuple[int, float]]]]) -> list
     changes = []
     for run, series in runs.items():
         for metric in heldout_metrics(series):
-            points, problems = series[metric], series.get(metric.rsplit("/", 1)[0] + "/problems")
+            points, problems = series[metric], series.get(problems_metric(metric))
             if len(points) >= 2 and problems:
                 (first_step, first), (last_step, last) = points[0], points[-1]
                 changes.append(
