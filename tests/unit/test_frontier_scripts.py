@@ -92,13 +92,15 @@ def fixed_rate_checkout(tmp_path: Path, calls: Path) -> dict[str, str]:
         f'"{sys.executable}" -m stable_rl.sweep --dry-run "$@" >> "{calls}"\n'
         f'dir=$(echo "$@" | sed "s/.*--save-dir \\([^ ]*\\).*/\\1/"); mkdir -p "{log}"\n'
         f'printf "step,train/reward\\n0,%s\\n" "$last" > "{log}/metrics.csv"\n'
-        f'printf "from $PWD/example.py\\nat /opt/v/lib/python3.12/site-packages/torch/b.py:3: W\\n" > "{log}/console.log"\n'
+        f'printf "from $PWD/example.py\\nat /opt/v/lib/python3.12/site-packages/torch/b.py:3: W\\n'
+        f'in /wheels/target/vllm/c.py\\n" > "{log}/console.log"\n'
         f'else exec "{sys.executable}" "$@"; fi',
     )
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
     (tmp_path / "docs" / "long").mkdir(parents=True)
-    shutil.copy(ROOT / "docs/long/run_fixed_lr.sh", tmp_path / "docs/long")
-    return env
+    for script in ("run_fixed_lr.sh", "scrub_paths.sh"):
+        shutil.copy(ROOT / "docs/long" / script, tmp_path / "docs/long")
+    return env | {"PYTHONPATH": f"/wheels/target:{env['PYTHONPATH']}"}  # a --target install folder first
 
 
 def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
@@ -150,7 +152,8 @@ def test_the_fixed_rate_script_writes_a_wave_to_its_own_folder_and_passes_fit_ar
     wave = tmp_path / "docs/long/fixed_lr/wave9"
     assert sorted(p.name for p in (wave / "logs").iterdir()) == ["lr2e-6", "lr2e-6+exact"]
     console = gzip.decompress((wave / "logs" / "lr2e-6" / "version_0" / "console.txt.gz").read_bytes()).decode()
-    assert console == "from example.py\nat <site-packages>/torch/b.py:3: W\n"  # the run's console, no machine paths
+    # the run's console, without the machine's paths
+    assert console == "from example.py\nat <site-packages>/torch/b.py:3: W\nin <site-packages>/vllm/c.py\n"
     assert not (tmp_path / "docs/long/fixed_lr/logs").exists()
     report = wave / "report.md"
     first = report.read_text()
@@ -198,3 +201,36 @@ def test_the_fixed_rate_script_fails_after_reporting_where_a_run_failed(tmp_path
     report_md = (tmp_path / "docs/long/fixed_lr/report.md").read_text()
     for name, rate in (("lr1e-6", "1e-06"), ("lr4e-6", "4e-06")):
         assert f"| train/reward | {name}/version_0 | {rate} | 0 |" in report_md
+
+
+def test_scrub_paths_drops_the_working_directory_the_pythonpath_folders_and_site_packages(tmp_path):
+    """scrub_paths.sh: the working directory's prefix goes (paths become relative, the directory alone .), an
+    absolute PYTHONPATH entry outside it and any .../site-packages/ become <site-packages>/, the home folder ~;
+    an interpreter's path its name; the rest of each line is kept as it is."""
+    log = (
+        f"rootdir: {tmp_path}\n"
+        f"File {tmp_path}/src/stable_rl/health.py:3: W\n"
+        "cache /home/u/.cache/vllm\n"
+        "args=['/opt/v/bin/python3', 'a.py']\n"
+        "/tmp/target/vllm/b.py:9: UserWarning: x\n"
+        "at /opt/v/lib/python3.12/site-packages/torch/c.py:1\n"
+        "step 3: reward 0.25 /tmp/targetx/d.py\n"
+    )
+    done = subprocess.run(
+        ["bash", str(ROOT / "docs/long/scrub_paths.sh")],
+        input=log,
+        cwd=tmp_path,
+        env=os.environ | {"PYTHONPATH": f"/tmp/target:{tmp_path}/src", "HOME": "/home/u"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "rootdir: .\n"
+        "File src/stable_rl/health.py:3: W\n"
+        "cache ~/.cache/vllm\n"
+        "args=['python3', 'a.py']\n"
+        "<site-packages>/vllm/b.py:9: UserWarning: x\n"
+        "at <site-packages>/torch/c.py:1\n"
+        "step 3: reward 0.25 /tmp/targetx/d.py\n"  # another folder whose name only begins like the entry
+    )
