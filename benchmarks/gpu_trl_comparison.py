@@ -16,7 +16,9 @@ up to 1,024 tokens; target: TRL's step at least 1.3x stable-rl's) runs first, th
 256 tokens; target: stable-rl not slower), whose last rounds ``--budget`` (550 s) drops if time runs short.
 One scale per command also works: ``--scales large`` (~10 min), ``--scales small --rounds 5`` (~3 min).
 ``--trl KEY=VALUE`` adds GRPOConfig settings, e.g. ``vllm_importance_sampling_correction=false`` (TRL without
-its extra forward and without correction) or ``vllm_model_impl=transformers``.
+its extra forward and without correction) or ``vllm_model_impl=transformers``; ``--stable-rl KEY=VALUE`` adds
+``stable-rl fit`` settings (``--KEY=VALUE``), e.g. ``model.init_args.compile_logprobs=true`` (the head's softmax
+arithmetic compiled, 0.82x -> 0.95x of the raw model's update in ``gpu_moe_mfu.py``).
 
 The model is ``gpu_update.py``'s random Qwen3-MoE (1.25B parameters, 0.30B active; ``--model`` takes that
 script's shape arguments), saved with the tiny model's tokenizer widened to its 151,936 ids
@@ -76,6 +78,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -102,8 +105,9 @@ def workload(recipe: dict, scale: str, model_dir: str, memory: float, max_tokens
     return recipe | GPU | sizes | {"model_path": model_dir, "gpu_memory_utilization": memory}
 
 
-def stable_rl_overrides(w: dict) -> list[str]:
-    """``stable-rl fit`` arguments beyond ``_trl_runs.fit_args``: the kernels and the engine as TRL's runs."""
+def stable_rl_overrides(w: dict, extra: Sequence[str] = ()) -> list[str]:
+    """``stable-rl fit`` arguments beyond ``_trl_runs.fit_args``: the kernels and the engine as TRL's runs, then
+    ``extra`` (``KEY=VALUE``, from ``--stable-rl``) as ``--KEY=VALUE``."""
     engine = "--data.init_args.engine.init_args"
     return [
         f"--model.init_args.experts_implementation={w['experts_implementation']}",
@@ -113,6 +117,7 @@ def stable_rl_overrides(w: dict) -> list[str]:
         f"{engine}.sleep_mode=true",
         f"{engine}.enforce_eager=false",
         f"{engine}.max_num_seqs={w['prompts'] * w['group_size']}",
+        *(f"--{pair}" for pair in extra),
     ]
 
 
@@ -247,7 +252,8 @@ def key_values(pairs: list[str]) -> dict:
 def child_command(side: str, w: dict, args: argparse.Namespace) -> list[str]:
     paces = ("--warmup", str(args.warmup), "--steps", str(args.steps), "--rounds", str(args.rounds))
     push = ("--trl-weight-push", args.trl_weight_push)
-    return [sys.executable, __file__, "--child", side, json.dumps(w), *paces, *push, "--trl", *args.trl]
+    sides = ("--trl", *args.trl, "--stable-rl", *args.stable_rl)
+    return [sys.executable, __file__, "--child", side, json.dumps(w), *paces, *push, *sides]
 
 
 def child(side: str, w: dict, args: argparse.Namespace) -> None:
@@ -268,7 +274,7 @@ def child(side: str, w: dict, args: argparse.Namespace) -> None:
 
     steps = args.warmup + args.rounds * args.steps
     if side == "stable-rl":
-        about["settings"] = stable_rl_overrides(w)
+        about["settings"] = stable_rl_overrides(w, args.stable_rl)
         run_stable_rl(w, steps, RECIPE, overrides=about["settings"], step_done=done)
     else:
         about["settings"] = trl_options(w) | key_values(args.trl)
@@ -315,6 +321,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", nargs="+", default=[], metavar="SCALE=N", help="longest response, e.g. large=2048")
     p.add_argument("--memory", type=float, default=0.3, help="vLLM's gpu_memory_utilization on both sides")
     p.add_argument("--trl", nargs="*", default=[], metavar="KEY=VALUE", help="more GRPOConfig settings for TRL")
+    p.add_argument(
+        "--stable-rl",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="more stable-rl fit settings, e.g. model.init_args.compile_logprobs=true",
+    )
     p.add_argument(
         "--trl-weight-push",
         choices=["auto", "trl", "checkpoint-layout"],

@@ -358,6 +358,26 @@ def test_gpu_trl_comparison_runs_trls_own_weight_push_first_unless_told():
         assert (args.trl_weight_push, child.trl_weight_push, child.child) == (push, push, ["trl", "{}"])
 
 
+def test_gpu_trl_comparison_passes_stable_rl_settings_to_its_fit_and_child(large):
+    """--stable-rl KEY=VALUE: each pair reaches the stable-rl child and its ``stable-rl fit`` as --KEY=VALUE, after
+    the comparison's own settings (so it can change them), and nothing of it reaches TRL's."""
+    bench, w = large
+    from _trl_runs import fit_args
+
+    from stable_rl.cli import main
+
+    given = ["--stable-rl", "model.init_args.compile_logprobs=true", "model.init_args.micro_batch_size=4"]
+    args = bench.parser().parse_args(given)
+    child = bench.parser().parse_args(bench.child_command("stable-rl", w, args)[2:])
+    assert child.stable_rl == ["model.init_args.compile_logprobs=true", "model.init_args.micro_batch_size=4"]
+    assert child.trl == []
+    overrides = bench.stable_rl_overrides(w, child.stable_rl)
+    assert overrides[-2:] == ["--model.init_args.compile_logprobs=true", "--model.init_args.micro_batch_size=4"]
+    fit = main(fit_args(w, 4, bench.RECIPE) + overrides, run=False)
+    assert fit.model.compile_logprobs is True and fit.model.micro_batch_size == 4  # 8 without it
+    assert bench.stable_rl_overrides(w) == overrides[:-2]
+
+
 def trl_generation(load_weights):
     """TRL's own ``VLLMGeneration`` (colocate, no sleep mode) over the tiny MoE, its engine a stand-in whose
     model's ``load_weights`` is given; only what ``sync_weights`` reads."""
