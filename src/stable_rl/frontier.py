@@ -19,6 +19,7 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from stable_rl.collapse_signs import first_sign
 from stable_rl.report import plot_family, read_run
 
 ALIGNED = ("train/reward", "train/entropy", "train/kl_k3", "train/health/train_infer_abs", "train/grad_norm")
@@ -67,15 +68,11 @@ def outcome_of(name: str, series: dict[str, list[tuple[int, float]]], steps: int
     rates = learning_rate(series)
     variant, _, seed = name.rpartition("-s")
     last_step = max(step for points in series.values() for step, _ in points)
-    signs = [
-        (points[0][0], metric.removeprefix("train/instability/"))
-        for metric, points in series.items()
-        if metric.startswith("train/instability/")
-    ]
     base = Outcome(variant or name, int(seed) if seed.isdigit() else 0, last_step, rate_at(rates, last_step))
-    if not signs:
+    first = first_sign(series)
+    if first is None:
         return replace(base, cut_off=last_step + 1 < steps)
-    step, sign = min(signs)
+    step, sign = first
     return replace(base, collapse_step=step, collapse_lr=rate_at(rates, step), sign=sign)
 
 

@@ -1,6 +1,7 @@
 """Compare finished runs from their Lightning CSV logs: one figure per metric family, runs side by side,
 and a markdown table of each metric's peak and final value per run, and each held-out reward's change from
-the first validation to the last with its verdict (``stable_rl.heldout_change``).
+the first validation to the last with its verdict (``stable_rl.heldout_change``), and each run's first sign of
+collapse (``stable_rl.collapse_signs``).
 
     stable-rl-report runs/minirl/version_0 runs/minirl_no_is/version_0 --out runs/report
 
@@ -14,6 +15,7 @@ import math
 from fnmatch import fnmatch
 from pathlib import Path
 
+from stable_rl.collapse_signs import EXPLAINED, signs_table
 from stable_rl.heldout_change import HELDOUT, changes_table, heldout_band, heldout_changes, not_judged
 from stable_rl.reward_trend import reward_trend, trend_table
 
@@ -125,6 +127,8 @@ def report(run_dirs: list[Path], out: Path) -> dict[str, list[str]]:
         text += f"\n## Held-out reward, first validation to last\n\n{RULE}\n\n"
         text += f"{changes_table(changes)}\n" if changes else ""
         text += f"\nNo verdict (validated once, or no problem count): {', '.join(unjudged)}\n" if unjudged else ""
+    signs = signs_table(runs)
+    text += f"\n## Signs of collapse\n\n{EXPLAINED}\n\n{signs}\n" if signs else ""
     (out / "report.md").write_text(text)
     return plotted
 
