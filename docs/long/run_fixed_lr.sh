@@ -43,7 +43,7 @@ if [ "${1:-}" != "--report" ]; then
         dest="$out/logs/$(name "$spec")/version_0"
         mkdir -p "$dest" && cp "$run/metrics.csv" "$dest/"
         if [ -f "$run/console.log" ]; then  # the run's own console, without this machine's paths
-          bash "$(dirname "$0")/scrub_paths.sh" < "$run/console.log" | gzip -9n > "$dest/console.txt.gz"
+          python3 "$(dirname "$0")/scrub_paths.py" < "$run/console.log" | gzip -9n > "$dest/console.txt.gz"
         fi
       fi
     done

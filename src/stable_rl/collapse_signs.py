@@ -10,7 +10,11 @@ EXPLAINED = (
 
 def first_sign(series: dict[str, list[tuple[int, float]]]) -> tuple[int, str] | None:
     """(global step, sign) of the first sign of collapse in a run's metric series; None if none was raised."""
-    signs = [(points[0][0], name.removeprefix(PREFIX)) for name, points in series.items() if name.startswith(PREFIX)]
+    signs = [
+        (points[0][0], name.removeprefix(PREFIX))
+        for name, points in series.items()
+        if name.startswith(PREFIX) and points
+    ]
     return min(signs) if signs else None
 
 

@@ -98,7 +98,7 @@ def fixed_rate_checkout(tmp_path: Path, calls: Path) -> dict[str, str]:
     )
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
     (tmp_path / "docs" / "long").mkdir(parents=True)
-    for script in ("run_fixed_lr.sh", "scrub_paths.sh"):
+    for script in ("run_fixed_lr.sh", "scrub_paths.py"):
         shutil.copy(ROOT / "docs/long" / script, tmp_path / "docs/long")
     return env | {"PYTHONPATH": f"/wheels/target:{env['PYTHONPATH']}"}  # a --target install folder first
 
@@ -203,10 +203,24 @@ def test_the_fixed_rate_script_fails_after_reporting_where_a_run_failed(tmp_path
         assert f"| train/reward | {name}/version_0 | {rate} | 0 |" in report_md
 
 
+def scrubbed(text: str, cwd: Path, pythonpath: str, home: str = "/home/u") -> str:
+    """docs/long/scrub_paths.py run on ``text`` in ``cwd``."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "docs/long/scrub_paths.py")],
+        input=text,
+        cwd=cwd,
+        env=os.environ | {"PYTHONPATH": pythonpath, "HOME": home},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_scrub_paths_drops_the_working_directory_the_pythonpath_folders_and_site_packages(tmp_path):
-    """scrub_paths.sh: the working directory's prefix goes (paths become relative, the directory alone .), an
-    absolute PYTHONPATH entry outside it and any .../site-packages/ become <site-packages>/, the home folder ~;
-    an interpreter's path its name; the rest of each line is kept as it is."""
+    """scrub_paths.py: any .../site-packages/ becomes <site-packages>/, an interpreter's path its name, an
+    absolute PYTHONPATH entry outside the working directory <site-packages>, the working directory's prefix
+    goes (paths become relative, the directory alone .), the home folder ~; the rest is kept as it is."""
     log = (
         f"rootdir: {tmp_path}\n"
         f"File {tmp_path}/src/stable_rl/health.py:3: W\n"
@@ -216,16 +230,7 @@ def test_scrub_paths_drops_the_working_directory_the_pythonpath_folders_and_site
         "at /opt/v/lib/python3.12/site-packages/torch/c.py:1\n"
         "step 3: reward 0.25 /tmp/targetx/d.py\n"
     )
-    done = subprocess.run(
-        ["bash", str(ROOT / "docs/long/scrub_paths.sh")],
-        input=log,
-        cwd=tmp_path,
-        env=os.environ | {"PYTHONPATH": f"/tmp/target:{tmp_path}/src", "HOME": "/home/u"},
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == (
+    assert scrubbed(log, tmp_path, f"/tmp/target/:{tmp_path}/src") == (
         "rootdir: .\n"
         "File src/stable_rl/health.py:3: W\n"
         "cache ~/.cache/vllm\n"
@@ -234,3 +239,22 @@ def test_scrub_paths_drops_the_working_directory_the_pythonpath_folders_and_site
         "at <site-packages>/torch/c.py:1\n"
         "step 3: reward 0.25 /tmp/targetx/d.py\n"  # another folder whose name only begins like the entry
     )
+
+
+def test_scrub_paths_leaves_text_that_only_looks_like_a_path(tmp_path):
+    """A progress bar's rate before a path, a folder beside or around the working directory, slashes in
+    prose, a relative PYTHONPATH entry: only whole paths from their first slash are replaced; at the root
+    (cwd /, HOME /, an entry /) nothing is taken for a machine path but site-packages."""
+    work = tmp_path / "main"
+    work.mkdir()
+    log = (
+        "12.5it/s]/opt/v/lib/python3.12/site-packages/x.py:2: W\n"
+        f"{work}-old/x {work}.bak /mnt{work}/y {work}2/lib\n"
+        "loss 1/2, lib/python3 and/or https://example.org/a\n"
+    )
+    assert scrubbed(log, work, "src:/") == (
+        "12.5it/s]<site-packages>/x.py:2: W\n"
+        f"{work}-old/x {work}.bak /mnt{work}/y {work}2/lib\n"
+        "loss 1/2, lib/python3 and/or https://example.org/a\n"
+    )
+    assert scrubbed("/tmp/t/a /usr/b 1/2\n", Path("/"), "/tmp/t", home="/") == "<site-packages>/a /usr/b 1/2\n"
