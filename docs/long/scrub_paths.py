@@ -1,6 +1,6 @@
 """Copies standard input to standard output without this machine's paths, for a console log about to be
-committed: any ``.../site-packages/`` becomes ``<site-packages>/`` and an interpreter's path
-(``.../bin/python3``) ``python3``; then each absolute PYTHONPATH entry outside the working directory (a
+committed: any ``.../site-packages`` (or ``dist-packages``) becomes ``<site-packages>`` and an interpreter's
+path (``.../bin/python3``) ``python3``; then each absolute PYTHONPATH entry outside the working directory (a
 ``--target`` install folder) becomes ``<site-packages>``, the working directory's prefix is dropped (the
 directory alone becomes ``.``) and the home folder becomes ``~``. A path is replaced only where it starts a
 path (not inside another one) and ends at a separator or outside a name.
@@ -12,12 +12,13 @@ import os
 import re
 import sys
 
-START = r"(?<![\w.~/-])"  # not inside a longer path or name
-PATH = r"/[^\s:\"'<>\[\]()|]*"  # a path's characters, up to a space, quote, bracket, colon or pipe
-END = r"(?=/|[^\w.~-]|$)"  # the folder itself, not a longer name that begins like it
+NAME = r"[\w.~+@%-]"  # a character of a file or folder name
+START = r"(?<![\w.~+@%/-])"  # not inside a longer path or name (after a name's character or a slash)
+PATH = rf"/(?:{NAME}|/)*"  # a path: names and slashes only (linear: no quotes, commas, colons or brackets)
+END = rf"(?=/|\.?(?!{NAME})|$)"  # the folder itself (a sentence's full stop may follow), not a longer name
 GENERAL = [
-    (re.compile(START + PATH + r"/site-packages/"), "<site-packages>/"),
-    (re.compile(START + PATH + r"/bin/python"), "python"),
+    (re.compile(START + PATH + r"/(?:site|dist)-packages" + END), "<site-packages>"),
+    (re.compile(START + PATH + r"/bin/(python[\d.]*)(?![\w/-])"), r"\1"),
 ]
 
 
@@ -37,11 +38,13 @@ def scrub(text: str, cwd: str, pythonpath: str = "", home: str = "") -> str:
         text = pattern.sub(replacement, text)
     for folder, replacement in folders(cwd, pythonpath, home):
         inside = "" if replacement == "." else replacement + "/"  # the working directory's paths become relative
-        text = re.sub(START + re.escape(folder) + "/", inside, text)
+        text = re.sub(START + re.escape(folder) + f"/(?={NAME})", inside, text)
         text = re.sub(START + re.escape(folder) + END, replacement, text)
     return text
 
 
 if __name__ == "__main__":
     env = os.environ
-    sys.stdout.write(scrub(sys.stdin.read(), os.getcwd(), env.get("PYTHONPATH", ""), env.get("HOME", "")))
+    log = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")  # a console's stray bytes pass unchanged
+    out = scrub(log, os.getcwd(), env.get("PYTHONPATH", ""), env.get("HOME", ""))
+    sys.stdout.buffer.write(out.encode("utf-8", "surrogateescape"))

@@ -204,17 +204,16 @@ def test_the_fixed_rate_script_fails_after_reporting_where_a_run_failed(tmp_path
 
 
 def scrubbed(text: str, cwd: Path, pythonpath: str, home: str = "/home/u") -> str:
-    """docs/long/scrub_paths.py run on ``text`` in ``cwd``."""
+    """docs/long/scrub_paths.py run on ``text`` in ``cwd`` (bytes in and out, as from a console log)."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "docs/long/scrub_paths.py")],
-        input=text,
+        input=text.encode("utf-8", "surrogateescape"),
         cwd=cwd,
-        env=os.environ | {"PYTHONPATH": pythonpath, "HOME": home},
+        env=os.environ | {"PYTHONPATH": pythonpath, "HOME": home, "PYTHONIOENCODING": "utf-8"},
         capture_output=True,
-        text=True,
     )
     assert done.returncode == 0, done.stderr
-    return done.stdout
+    return done.stdout.decode("utf-8", "surrogateescape")
 
 
 def test_scrub_paths_drops_the_working_directory_the_pythonpath_folders_and_site_packages(tmp_path):
@@ -250,11 +249,30 @@ def test_scrub_paths_leaves_text_that_only_looks_like_a_path(tmp_path):
     log = (
         "12.5it/s]/opt/v/lib/python3.12/site-packages/x.py:2: W\n"
         f"{work}-old/x {work}.bak /mnt{work}/y {work}2/lib\n"
-        "loss 1/2, lib/python3 and/or https://example.org/a\n"
+        "loss 1/2, lib/python3 and/or https://example.org/a /home/u/bin/python_tools/a.py\n"
+        "a stray byte \udce2 of a cut character\n"
     )
     assert scrubbed(log, work, "src:/") == (
         "12.5it/s]<site-packages>/x.py:2: W\n"
         f"{work}-old/x {work}.bak /mnt{work}/y {work}2/lib\n"
-        "loss 1/2, lib/python3 and/or https://example.org/a\n"
+        "loss 1/2, lib/python3 and/or https://example.org/a ~/bin/python_tools/a.py\n"
+        "a stray byte \udce2 of a cut character\n"
     )
     assert scrubbed("/tmp/t/a /usr/b 1/2\n", Path("/"), "/tmp/t", home="/") == "<site-packages>/a /usr/b 1/2\n"
+
+
+def test_scrub_paths_takes_every_form_of_a_package_folder_and_the_working_directory(tmp_path):
+    """dist-packages as site-packages, a package folder named alone, paths after a comma or a quote, the
+    working directory written with a trailing slash or ending a sentence."""
+    log = (
+        "/usr/local/lib/python3.12/dist-packages/torch/a.py:1: W\n"
+        "torch in /opt/v/lib/python3.12/site-packages (2.11)\n"
+        f"--paths={tmp_path}/src,/opt/v/lib/python3.12/site-packages/x args=['/opt/v/bin/python3.12', 'a']\n"
+        f"rootdir: {tmp_path}/ and {tmp_path}.\n"
+    )
+    assert scrubbed(log, tmp_path, "") == (
+        "<site-packages>/torch/a.py:1: W\n"
+        "torch in <site-packages> (2.11)\n"
+        "--paths=src,<site-packages>/x args=['python3.12', 'a']\n"
+        "rootdir: ./ and ..\n"
+    )
