@@ -64,7 +64,8 @@ Each side runs in its own process (vLLM engines do not share one) and starts onc
 take turns, paced through a pipe (``_pacing.py``), so ``--rounds`` interleaved rounds (alternating which side
 goes first) cost no restarts; a waiting run holds its model and optimizer (its engine asleep, its cache
 emptied). Each run's first ``--warmup`` steps (engine start, compilation, warm-up) are not timed. The ratios
-TRL / stable-rl are taken per round and given as median and range. Every report goes to
+TRL / stable-rl are taken per round and given as median and range (the step's also as the ratio of the
+paired rounds' medians). Every report goes to
 ``OUT/records.jsonl`` as it comes and each scale's tables are printed when it ends, so a run cut off still
 leaves data (``--tables OUT`` prints them again); each run's output is in ``OUT/<scale>-<side>.log``. No
 round starts that the last one says would end after ``--budget`` seconds.
