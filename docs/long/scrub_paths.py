@@ -12,8 +12,9 @@ import os
 import re
 import sys
 
-NAME = r"[\w.~+@%-]"  # a character of a file or folder name
-START = r"(?<![\w.~+@%/-])"  # not inside a longer path or name (after a name's character or a slash)
+NAME_CHARS = r"\w.~+@%-"  # of a file or folder name ("-" last: inside [...] it is not a range)
+NAME = f"[{NAME_CHARS}]"
+START = f"(?<![/{NAME_CHARS}])"  # not inside a longer path or name (after a name's character or a slash)
 PATH = rf"/(?:{NAME}|/)*"  # a path: names and slashes only (linear: no quotes, commas, colons or brackets)
 END = rf"(?=/|\.?(?!{NAME})|$)"  # the folder itself (a sentence's full stop may follow), not a longer name
 GENERAL = [

@@ -18,13 +18,17 @@ def first_sign(series: dict[str, list[tuple[int, float]]]) -> tuple[int, str] | 
     return min(signs) if signs else None
 
 
+def last_logged_step(series: dict[str, list[tuple[int, float]]]) -> int:
+    """The last global step at which a run logged any metric."""
+    return max(step for points in series.values() for step, _ in points)
+
+
 def signs_table(runs: dict[str, dict[str, list[tuple[int, float]]]]) -> str:
     """A markdown table of each run's first sign of collapse (runs without one left out; empty if none)."""
     rows = []
     for run, series in runs.items():
         sign = first_sign(series)
         if sign is not None:
-            last = max(step for points in series.values() for step, _ in points)
-            rows.append(f"| {run} | {sign[1]} | {sign[0]} | {last} |")
+            rows.append(f"| {run} | {sign[1]} | {sign[0]} | {last_logged_step(series)} |")
     header = ["| run | first sign | at step | last step logged |", "|---|---|---|---|"]
     return "\n".join(header + rows) if rows else ""

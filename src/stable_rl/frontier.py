@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from stable_rl.collapse_signs import first_sign
+from stable_rl.collapse_signs import first_sign, last_logged_step
 from stable_rl.report import plot_family, read_run
 
 ALIGNED = ("train/reward", "train/entropy", "train/kl_k3", "train/health/train_infer_abs", "train/grad_norm")
@@ -67,7 +67,7 @@ def outcome_of(name: str, series: dict[str, list[tuple[int, float]]], steps: int
     """The outcome of run ``name`` (``<variant>-s<seed>``) from its metric series."""
     rates = learning_rate(series)
     variant, _, seed = name.rpartition("-s")
-    last_step = max(step for points in series.values() for step, _ in points)
+    last_step = last_logged_step(series)
     base = Outcome(variant or name, int(seed) if seed.isdigit() else 0, last_step, rate_at(rates, last_step))
     first = first_sign(series)
     if first is None:
