@@ -39,3 +39,12 @@ def preserved_rng() -> Iterator[None]:
         yield
     finally:
         set_rng_states(states)
+
+
+@contextmanager
+def seeded_rng(seed: int) -> Iterator[None]:
+    """The global RNGs seeded with ``seed`` inside (torch's CPU and CUDA generators: what an engine in this
+    process samples with when its requests carry no seed of their own), as they were outside."""
+    with preserved_rng():
+        torch.manual_seed(seed)
+        yield

@@ -102,6 +102,28 @@ def test_same_step_and_seed_give_the_same_samples(float32_engine, tokenizer):
     assert [s.response_ids for s in first] != [s.response_ids for s in other]
 
 
+def test_one_seed_per_call_repeats_a_step_and_leaves_the_cuda_rng_alone(float32_engine, tokenizer):
+    """``request_seeds=False``: vLLM samples the batch at once from this process's CUDA generator, seeded from
+    the step for the call and put back after it (vLLM's asynchronous scheduling on)."""
+    ids = prompts(tokenizer)
+    float32_engine.request_seeds = False
+    try:
+        torch.cuda.manual_seed(0)
+        undisturbed = torch.rand(4, device="cuda")
+        torch.cuda.manual_seed(0)
+        first = float32_engine.generate(ids, group_size=4, step=7)
+        assert torch.equal(torch.rand(4, device="cuda"), undisturbed)
+        again = float32_engine.generate(ids, group_size=4, step=7)
+        other = float32_engine.generate(ids, group_size=4, step=8)
+    finally:
+        float32_engine.request_seeds = True
+    responses = [s.response_ids for s in first]
+    assert responses == [s.response_ids for s in again]
+    assert [s.logprobs for s in first] == [s.logprobs for s in again]
+    assert responses != [s.response_ids for s in other]
+    assert all(len({tuple(r) for r in responses[i : i + 4]}) > 1 for i in (0, 4, 8))  # draws, not copies
+
+
 @pytest.mark.parametrize("eager", [True, False], ids=["eager", "cuda-graphs"])
 def test_bfloat16_engine_samples_near_the_policy(tiny_model_path, tokenizer, eager):
     """bfloat16 rollouts (eager and with CUDA graphs) against the float32 policy: a real but small gap."""

@@ -77,6 +77,28 @@ def test_same_step_and_seed_give_the_same_samples(engine_cls, tokenizer, tiny_mo
     engine.close()
 
 
+@pytest.mark.vllm
+def test_vllm_with_one_seed_per_call_repeats_a_step_and_leaves_the_process_rng_alone(tokenizer, tiny_model_path):
+    """``request_seeds=False``: the sampler's generator (this process's torch RNG) is seeded from the step for the
+    call and put back after it."""
+    pytest.importorskip("vllm")
+    engine = VLLMEngine(max_new_tokens=16, seed=5, request_seeds=False)
+    engine.start(tiny_model_path, max_model_len=128)
+    ids = prompts(tokenizer)
+    torch.manual_seed(0)
+    undisturbed = torch.rand(4)
+    torch.manual_seed(0)
+    first = engine.generate(ids, group_size=2, step=4)
+    assert torch.equal(torch.rand(4), undisturbed)
+    again = engine.generate(ids, group_size=2, step=4)
+    other = engine.generate(ids, group_size=2, step=5)
+    engine.close()
+    responses = [s.response_ids for s in first]
+    assert responses == [s.response_ids for s in again]
+    assert responses != [s.response_ids for s in other]
+    assert len(set(map(tuple, responses))) == 4  # the G samples of a prompt are not copies of one another
+
+
 def test_missing_vllm_names_the_fix(monkeypatch, tiny_model_path):
     import importlib.util
 

@@ -4,7 +4,7 @@ import importlib.util
 import logging
 import os
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +13,7 @@ from torch import Tensor
 
 from stable_rl.batch_plan import BatchPlan
 from stable_rl.dtypes import Dtype
-from stable_rl.rng import preserved_rng
+from stable_rl.rng import preserved_rng, seeded_rng
 from stable_rl.rollout.checkpoint_layout import CheckpointLayout
 from stable_rl.rollout.engine import RolloutEngine, Sample, Sampling
 from stable_rl.rollout.vllm_compat import (
@@ -69,6 +69,12 @@ class VLLMEngine(RolloutEngine):
         prefix_caching: reuse the KV (and routes) of prompt prefixes that G samples share; None: on only
             where the installed vLLM needs it to return routes (>= 0.32 on GPUs), so samples never depend on
             what an earlier request left in the cache. The cache is reset after every weight sync.
+        request_seeds: every sample draws from a generator of its own, seeded from the step and its index, so
+            its tokens do not depend on the other requests of the call. False: one seed per call (from the
+            step) for the sampler's generator, this process's torch RNG, saved and restored around the call; a
+            rerun or a resumed run still samples the same tokens for the same step, but a sample depends on the
+            batch it is drawn in. vLLM samples seeded requests one at a time: at 256 sequences they cost 15% of
+            the GPU rollout's throughput (benchmarks/RESULTS.md).
     """
 
     def __init__(
@@ -88,8 +94,10 @@ class VLLMEngine(RolloutEngine):
         kv_cache_dtype: str = "auto",
         prefix_caching: bool | None = None,
         return_routes: bool = False,
+        request_seeds: bool = True,
     ) -> None:
         super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes)
+        self.request_seeds = request_seeds
         self.kv_cache_memory_bytes = kv_cache_memory_bytes
         self.gpu_memory_utilization = gpu_memory_utilization
         self.enforce_eager = enforce_eager
@@ -337,7 +345,7 @@ class VLLMEngine(RolloutEngine):
                 top_p=sampling.top_p,
                 max_tokens=sampling.max_new_tokens,
                 logprobs=0,
-                seed=self.request_seed(step, index, group_size, stream) + j,
+                seed=self.request_seed(step, index, group_size, stream) + j if self.request_seeds else None,
                 detokenize=False,  # token ids are what the rollout keeps; text would cost every decode step
             )
             for index in range(len(prompt_ids))
@@ -346,8 +354,11 @@ class VLLMEngine(RolloutEngine):
         prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids for _ in range(group_size)]
         if self.capture is not None:
             self.capture.active = with_routes
+        call_seed = nullcontext() if self.request_seeds else seeded_rng(self.request_seed(step, 0, 1, stream))
         try:
-            return [self._sample(r, with_routes) for r in self.llm.generate(prompts, params, use_tqdm=False)]
+            with call_seed:
+                outputs = self.llm.generate(prompts, params, use_tqdm=False)
+            return [self._sample(r, with_routes) for r in outputs]
         finally:
             if self.capture is not None:
                 self.capture.active = False
