@@ -124,6 +124,32 @@ def test_one_seed_per_call_repeats_a_step_and_leaves_the_cuda_rng_alone(float32_
     assert all(len({tuple(r) for r in responses[i : i + 4]}) > 1 for i in (0, 4, 8))  # draws, not copies
 
 
+def test_an_in_place_sync_loads_what_vllms_reload_loads(tiny_model_path, tokenizer):
+    """On a Hopper GPU an unquantized engine's experts run on Triton, which keeps loaded weights as they are: a
+    sync writes them in place (``reload_weights`` None) and samples exactly what vLLM's layerwise reload of the
+    same weights samples, from sleep (level 2: weights discarded) as the training loop syncs."""
+    engine = VLLMEngine(max_new_tokens=24, dtype="bfloat16", seed=3, kv_cache_memory_bytes=KV)
+    engine.start(tiny_model_path, max_model_len=128)
+    model = policy(tiny_model_path, dtype=torch.bfloat16)
+    perturb_(model, seed=4)
+    try:
+        assert engine.in_place
+        stale = logprob_gap(model.float(), engine.generate(prompts(tokenizer), group_size=4, step=2), 4)
+        samples = {}
+        for reload in (False, True):
+            engine.reload_weights = reload
+            engine.sleep()
+            engine.sync(model.state_dict().items(), version=1)
+            samples[reload] = engine.generate(prompts(tokenizer), group_size=4, step=2)
+    finally:
+        engine.close()
+    assert [s.response_ids for s in samples[False]] == [s.response_ids for s in samples[True]]
+    assert [s.logprobs for s in samples[False]] == [s.logprobs for s in samples[True]]
+    gap = logprob_gap(model.float(), samples[False], 4)
+    print(f"bfloat16 engine vs the policy: mean |d log p| {gap.mean():.4f} synced, {stale.mean():.4f} before")
+    assert gap.mean() < stale.mean() / 3  # the policy's weights, not the start's
+
+
 @pytest.mark.parametrize("eager", [True, False], ids=["eager", "cuda-graphs"])
 def test_bfloat16_engine_samples_near_the_policy(tiny_model_path, tokenizer, eager):
     """bfloat16 rollouts (eager and with CUDA graphs) against the float32 policy: a real but small gap."""

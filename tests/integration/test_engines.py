@@ -99,6 +99,15 @@ def test_vllm_with_one_seed_per_call_repeats_a_step_and_leaves_the_process_rng_a
     assert len(set(map(tuple, responses))) == 4  # the G samples of a prompt are not copies of one another
 
 
+@pytest.mark.vllm
+def test_vllm_refuses_to_load_weights_in_place_where_it_repacks_them(tiny_model_path):
+    """vLLM on CPU repacks every linear and expert weight after loading: an in-place load would leave the
+    engine on stale packed weights, so asking for it is refused (the default reloads)."""
+    pytest.importorskip("vllm")
+    with pytest.raises(ValueError, match=r"reload_weights: false.*processes its weights after loading.*remove"):
+        VLLMEngine(reload_weights=False).start(tiny_model_path, max_model_len=128)
+
+
 def test_missing_vllm_names_the_fix(monkeypatch, tiny_model_path):
     import importlib.util
 

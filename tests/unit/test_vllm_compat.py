@@ -6,6 +6,7 @@ import importlib.util
 import inspect
 import logging
 import os
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
@@ -15,9 +16,12 @@ from packaging.version import Version
 from stable_rl.batch_plan import BatchPlan
 from stable_rl.rollout import VLLMEngine
 from stable_rl.rollout.vllm_compat import (
+    IN_PLACE_METHODS,
+    IN_PLACE_MOE_BACKENDS,
     AliasedExpertsWarning,
     VLLMPlatform,
     fp8_scheme,
+    loads_in_place,
     set_external_launcher_ranks,
 )
 
@@ -190,6 +194,15 @@ class SleepingLLM:
     def collective_rpc(self, method: str, kwargs: dict) -> None:
         self.calls.append(f"{method} {len(list(kwargs['weights_iterator']))}")
 
+    def apply_model(self, func) -> list:
+        return [func(self)]
+
+    def load_weights(self, weights) -> None:  # the model's own, which apply_model hands the function
+        self.calls.append(f"load_weights {len(list(weights))}")
+
+    def modules(self) -> Iterator[torch.nn.Module]:  # a model of no layers (loads in place)
+        return iter(())
+
     def reset_prefix_cache(self) -> bool:
         self.calls.append("reset cache")
         return True
@@ -232,6 +245,60 @@ def test_a_sleeping_engine_wakes_its_weights_loads_them_then_wakes_its_kv_cache(
     awake.llm, awake.platform = SleepingLLM(), GPU_026
     awake.sleep()
     assert awake.llm.calls == [] and not awake.asleep
+
+
+@pytest.mark.parametrize(
+    ("in_place", "reload_weights", "loader"),
+    [
+        (True, None, "load_weights"),
+        (True, True, "reload_weights"),
+        (False, None, "reload_weights"),
+    ],
+)
+def test_a_sync_loads_in_place_only_where_the_engine_keeps_loaded_weights_as_they_are(in_place, reload_weights, loader):
+    engine, llm = VLLMEngine(reload_weights=reload_weights), SleepingLLM()
+    engine.llm, engine.platform, engine.in_place = llm, GPU_026, in_place
+    engine.sync([("w", torch.zeros(1)), ("v", torch.ones(1))], version=0)
+    assert llm.calls == [f"{loader} 2", "reset cache"]
+
+
+def module(method: str | None, backend: str | None = None) -> torch.nn.Module:
+    """A layer whose ``quant_method`` is of a class named ``method`` (vLLM's names), with an unquantized MoE
+    ``backend`` (an enum member's name)."""
+    layer = torch.nn.Module()
+    if method is not None:
+        layer.quant_method = type(method, (), {})()
+        if backend is not None:
+            layer.quant_method.unquantized_backend = SimpleNamespace(name=backend)
+    return layer
+
+
+@pytest.mark.parametrize(
+    ("layers", "expected"),
+    [
+        ([("UnquantizedLinearMethod", None), ("UnquantizedEmbeddingMethod", None), (None, None)], True),
+        ([("UnquantizedLinearMethod", None), ("UnquantizedFusedMoEMethod", "TRITON")], True),
+        ([("UnquantizedFusedMoEMethod", "FLASHINFER_CUTLASS")], False),  # reorders w13 after loading
+        ([("UnquantizedFusedMoEMethod", "AITER")], False),
+        ([("UnquantizedLinearMethod", None), ("Fp8OnlineLinearMethod", None)], False),  # quantizes after loading
+    ],
+)
+def test_weights_load_in_place_only_where_no_layer_processes_them_after_loading(layers, expected):
+    model = torch.nn.Sequential(*(module(*layer) for layer in layers))
+    assert loads_in_place(model) is expected
+
+
+def test_the_in_place_names_are_vllms():
+    """The classes and backends ``loads_in_place`` trusts exist under those names in the installed vLLM."""
+    pytest.importorskip("vllm")
+    from vllm.model_executor.layers.fused_moe.oracle.unquantized import UnquantizedMoeBackend
+    from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import UnquantizedFusedMoEMethod
+    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    names = {c.__name__ for c in (UnquantizedLinearMethod, UnquantizedEmbeddingMethod, UnquantizedFusedMoEMethod)}
+    assert names == {*IN_PLACE_METHODS, "UnquantizedFusedMoEMethod"}
+    assert set(IN_PLACE_MOE_BACKENDS) <= {b.name for b in UnquantizedMoeBackend}
 
 
 def test_a_closing_engine_drops_its_cuda_graphs_and_no_other_engines(monkeypatch, on_gpu):

@@ -189,3 +189,23 @@ def quiet_aliased_experts_warning() -> None:
     runner = logging.getLogger("vllm.v1.worker.gpu_model_runner")
     if not any(isinstance(f, AliasedExpertsWarning) for f in runner.filters):
         runner.addFilter(AliasedExpertsWarning())
+
+
+# Quantization methods whose ``process_weights_after_loading`` leaves a CUDA engine's loaded tensors as they are
+# (vLLM 0.26-0.33): unquantized linears and embeddings (they repack only on CPU), and unquantized MoE experts on
+# the Triton kernels (Hopper's default; FlashInfer's and ROCm AITER's reorder the expert weights after loading).
+IN_PLACE_METHODS = ("UnquantizedLinearMethod", "UnquantizedEmbeddingMethod")
+IN_PLACE_MOE_BACKENDS = ("TRITON", "BATCHED_TRITON")
+
+
+def loads_in_place(model) -> bool:
+    """Whether the model's own ``load_weights`` puts weights where its kernels read them: no layer of vLLM's
+    ``model`` processes its weights after loading (run in the worker, through ``LLM.apply_model``)."""
+    for module in model.modules():
+        method = getattr(module, "quant_method", None)
+        if method is None or type(method).__name__ in IN_PLACE_METHODS:
+            continue
+        backend = getattr(getattr(method, "unquantized_backend", None), "name", None)
+        if type(method).__name__ != "UnquantizedFusedMoEMethod" or backend not in IN_PLACE_MOE_BACKENDS:
+            return False
+    return True

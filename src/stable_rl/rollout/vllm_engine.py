@@ -22,6 +22,7 @@ from stable_rl.rollout.vllm_compat import (
     collect_memory,
     fp8_scheme,
     graphs_made,
+    loads_in_place,
     quiet_aliased_experts_warning,
     release_graphs,
     set_external_launcher_ranks,
@@ -75,6 +76,12 @@ class VLLMEngine(RolloutEngine):
             rerun or a resumed run still samples the same tokens for the same step, but a sample depends on the
             batch it is drawn in. vLLM samples seeded requests one at a time: at 256 sequences they cost 15% of
             the GPU rollout's throughput (benchmarks/RESULTS.md).
+        reload_weights: how a sync loads the policy's weights. True: vLLM's ``reload_weights``, layer by layer
+            (each layer rebuilt, loaded, processed as at start, FP8 re-quantized, and copied into the tensors
+            the engine runs on). False: the model's own ``load_weights`` writes into those tensors, as vLLM's
+            RLHF examples do; valid only where vLLM processes no weight after loading, so it is refused
+            elsewhere. None: in place wherever that holds (an unquantized CUDA engine whose experts run on
+            Triton, Hopper's default), else reload.
     """
 
     def __init__(
@@ -95,9 +102,12 @@ class VLLMEngine(RolloutEngine):
         prefix_caching: bool | None = None,
         return_routes: bool = False,
         request_seeds: bool = True,
+        reload_weights: bool | None = None,
     ) -> None:
         super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes)
         self.request_seeds = request_seeds
+        self.reload_weights = reload_weights
+        self.in_place = False  # whether the running engine's weights load in place (``loads_in_place``)
         self.kv_cache_memory_bytes = kv_cache_memory_bytes
         self.gpu_memory_utilization = gpu_memory_utilization
         self.enforce_eager = enforce_eager
@@ -186,6 +196,14 @@ class VLLMEngine(RolloutEngine):
         quiet_aliased_experts_warning()
         if not platform.cpu:
             self._check_device()
+        self.in_place = not platform.cpu and self.llm.apply_model(loads_in_place)[0]
+        if self.reload_weights is False and not self.in_place:
+            self.close()
+            raise ValueError(
+                "reload_weights: false, but this engine processes its weights after loading them (quantized, "
+                "on CPU, or MoE experts on a kernel that reorders them), so an in-place load would leave them "
+                "wrong: remove data.engine.init_args.reload_weights"
+            )
         if self.return_routes and platform.cpu:
             self.capture = VLLMRouteCapture(max_model_len)
             if not self.llm.collective_rpc(self.capture.install)[0]:
@@ -317,7 +335,10 @@ class VLLMEngine(RolloutEngine):
             self._wake("weights")  # the weights' memory (contents undefined) and the buffers
         if self.layout is not None:  # vLLM's loaders read the checkpoint's layout, not transformers' fused one
             named_tensors = self.layout(named_tensors)
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(named_tensors)})
+        if self.in_place and not self.reload_weights:
+            self.llm.apply_model(lambda model: model.load_weights(named_tensors))
+        else:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(named_tensors)})
         if self.platform.cpu:
             self.llm.apply_model(_repack_cpu_experts)
         if self.asleep:
