@@ -127,8 +127,9 @@ def test_one_seed_per_call_repeats_a_step_and_leaves_the_cuda_rng_alone(float32_
 def test_an_in_place_sync_loads_what_vllms_reload_loads(tiny_model_path, tokenizer):
     """On a Hopper GPU an unquantized engine's experts run on Triton, which keeps loaded weights as they are: a
     sync writes them in place (``reload_weights`` None) and samples exactly what vLLM's layerwise reload of the
-    same weights samples, from sleep (level 2: weights discarded) as the training loop syncs."""
-    engine = VLLMEngine(max_new_tokens=24, dtype="bfloat16", seed=3, kv_cache_memory_bytes=KV)
+    same weights samples. (From sleep, as the training loop syncs: the sleeping-engine test, which must hold
+    the process's one sleep-mode engine.)"""
+    engine = VLLMEngine(max_new_tokens=24, dtype="bfloat16", seed=3, kv_cache_memory_bytes=KV, sleep_mode=False)
     engine.start(tiny_model_path, max_model_len=128)
     model = policy(tiny_model_path, dtype=torch.bfloat16)
     perturb_(model, seed=4)
@@ -138,8 +139,7 @@ def test_an_in_place_sync_loads_what_vllms_reload_loads(tiny_model_path, tokeniz
         samples = {}
         for reload in (False, True):
             engine.reload_weights = reload
-            engine.sleep()
-            engine.sync(model.state_dict().items(), version=1)
+            engine.sync(model.state_dict().items(), version=1 + reload)
             samples[reload] = engine.generate(prompts(tokenizer), group_size=4, step=2)
     finally:
         engine.close()
