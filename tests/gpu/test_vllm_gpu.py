@@ -93,20 +93,25 @@ def test_float32_engine_matches_the_float32_policy_before_and_after_a_sync(float
 
 
 def test_same_step_and_seed_give_the_same_samples(float32_engine, tokenizer):
+    """``request_seeds=True``: a seed per request."""
     ids = prompts(tokenizer)
-    first = float32_engine.generate(ids, group_size=2, step=7)
-    again = float32_engine.generate(ids, group_size=2, step=7)
-    other = float32_engine.generate(ids, group_size=2, step=8)
+    setting, float32_engine.request_seeds = float32_engine.request_seeds, True
+    try:
+        first = float32_engine.generate(ids, group_size=2, step=7)
+        again = float32_engine.generate(ids, group_size=2, step=7)
+        other = float32_engine.generate(ids, group_size=2, step=8)
+    finally:
+        float32_engine.request_seeds = setting
     assert [s.response_ids for s in first] == [s.response_ids for s in again]
     assert [s.logprobs for s in first] == [s.logprobs for s in again]
     assert [s.response_ids for s in first] != [s.response_ids for s in other]
 
 
 def test_one_seed_per_call_repeats_a_step_and_leaves_the_cuda_rng_alone(float32_engine, tokenizer):
-    """``request_seeds=False``: vLLM samples the batch at once from this process's CUDA generator, seeded from
-    the step for the call and put back after it (vLLM's asynchronous scheduling on)."""
+    """``request_seeds=False`` (the GPU default): vLLM samples the batch at once from this process's CUDA
+    generator, seeded from the step for the call and put back after it (vLLM's asynchronous scheduling on)."""
     ids = prompts(tokenizer)
-    float32_engine.request_seeds = False
+    setting, float32_engine.request_seeds = float32_engine.request_seeds, False
     try:
         torch.cuda.manual_seed(0)
         undisturbed = torch.rand(4, device="cuda")
@@ -116,7 +121,7 @@ def test_one_seed_per_call_repeats_a_step_and_leaves_the_cuda_rng_alone(float32_
         again = float32_engine.generate(ids, group_size=4, step=7)
         other = float32_engine.generate(ids, group_size=4, step=8)
     finally:
-        float32_engine.request_seeds = True
+        float32_engine.request_seeds = setting
     responses = [s.response_ids for s in first]
     assert responses == [s.response_ids for s in again]
     assert [s.logprobs for s in first] == [s.logprobs for s in again]

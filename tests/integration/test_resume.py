@@ -29,6 +29,7 @@ RUN = [
 ]
 ENGINES = {
     "vllm": [],
+    "vllm-one-seed-per-call": ["--data.init_args.engine.init_args.request_seeds=false"],  # the GPU default
     "hf": ["--data.init_args.engine=stable_rl.rollout.HFEngine", "--data.init_args.engine.init_args.max_new_tokens=24"],
 }
 
@@ -80,7 +81,7 @@ def by_step(rows, first: int) -> dict:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_resumed_run_equals_the_run_that_never_stopped(engine, tmp_path):
-    if engine == "vllm":
+    if engine.startswith("vllm"):
         pytest.importorskip("vllm")
     whole, whole_rows = fit(tmp_path, "whole", ENGINES[engine])
     accuracy = {int(r["step"]): float(r["val/heldout/avg@4"]) for r in whole_rows if "val/heldout/avg@4" in r}

@@ -65,6 +65,22 @@ def replayed_run(tiny_model_path, replay: str, **options):
     return spy.logprobs, callback.calls, weights
 
 
+def test_the_head_is_compiled_by_default_on_gpus_only(tiny_model_path, monkeypatch):
+    """``compile_logprobs`` None compiles the head's arithmetic where the tokens are on a GPU (checked by
+    the tensors' device when the log-probs are taken), not on CPU; True or False decide everywhere."""
+    asked = []
+    monkeypatch.setattr(
+        "stable_rl.hf_policy.sequence_logprobs", lambda *args: asked.append(args[7]) or (torch.zeros(1), None)
+    )
+    batch = fixed_batch(vocab=2048)
+    args = (batch.input_ids, batch.attention_mask, batch.response_mask)
+    for setting in (None, True, False):
+        PolicyModule(tiny_model_path, compile_logprobs=setting)(*args)
+    cuda_ids = SimpleNamespace(is_cuda=True)  # what the check reads of a GPU batch
+    PolicyModule(tiny_model_path)(cuda_ids, batch.attention_mask, batch.response_mask)
+    assert asked == [False, True, False, True]
+
+
 # Dynamo's tracer reads ``.grad`` of non-leaf inputs (torch/_dynamo/variables/builder.py, safe_has_grad) and
 # its own warning filter does not hide the C++ warning from pytest's filterwarnings=error
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf Tensor:UserWarning")

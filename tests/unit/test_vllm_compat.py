@@ -168,13 +168,18 @@ def test_the_vllm_extra_allows_the_checked_versions():
 
 
 def test_gpus_default_to_cuda_graphs_and_sleep_mode_cpu_to_neither(on_gpu):
-    """On GPUs the engine decodes with CUDA graphs and sleeps between rollouts unless told otherwise; on CPU
-    it runs eagerly (its route capture needs that) and has no sleep mode, which is refused if asked for."""
+    """On GPUs the engine decodes with CUDA graphs, sleeps between rollouts and seeds its sampler once per call
+    unless told otherwise; on CPU it runs eagerly (its route capture needs that), seeds each request and has
+    no sleep mode, which is refused if asked for."""
     engine = VLLMEngine()
     assert (engine._eager(GPU_026), options(GPU_026)["enable_sleep_mode"]) == (False, True)
     assert (engine._eager(CPU_032), options(CPU_032)["enable_sleep_mode"]) == (True, False)
     assert options(GPU_026, sleep_mode=False)["enable_sleep_mode"] is False
     assert VLLMEngine(enforce_eager=True)._eager(GPU_026)
+    engine.platform = GPU_026  # one seed per call on GPUs (vLLM samples seeded requests one at a time)
+    assert not engine._seeds_each_request() and VLLMEngine(request_seeds=True)._seeds_each_request() is True
+    engine.platform = CPU_032
+    assert engine._seeds_each_request()
     with pytest.raises(ValueError, match=r"sleep_mode: true on CPU: .* remove data.engine.init_args.sleep_mode"):
         options(CPU_032, sleep_mode=True)
 

@@ -113,7 +113,7 @@ class PolicyModule(HFPolicyModule):
         max_nonfinite_updates: int = 3,
         kernels: Literal["liger"] | None = None,
         compile_layers: bool = False,
-        compile_logprobs: bool = False,
+        compile_logprobs: bool | None = None,
         padding_mask: bool = True,
         packed_sequences: bool = False,
     ) -> None:

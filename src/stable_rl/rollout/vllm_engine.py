@@ -70,12 +70,12 @@ class VLLMEngine(RolloutEngine):
         prefix_caching: reuse the KV (and routes) of prompt prefixes that G samples share; None: on only
             where the installed vLLM needs it to return routes (>= 0.32 on GPUs), so samples never depend on
             what an earlier request left in the cache. The cache is reset after every weight sync.
-        request_seeds: every sample draws from a generator of its own, seeded from the step and its index, so
-            its tokens do not depend on the other requests of the call. False: one seed per call (from the
-            step) for the sampler's generator, this process's torch RNG, saved and restored around the call; a
-            rerun or a resumed run still samples the same tokens for the same step, but a sample depends on the
-            batch it is drawn in. vLLM samples seeded requests one at a time: at 256 sequences they cost 15% of
-            the GPU rollout's throughput (benchmarks/RESULTS.md).
+        request_seeds: True: every sample draws from a generator of its own, seeded from the step and its
+            index, so its tokens do not depend on the other requests of the call. False: one seed per call (from
+            the step) for the sampler's generator, this process's torch RNG, saved and restored around the call;
+            a rerun or a resumed run still samples the same tokens for the same step, but a sample depends on
+            the batch it is drawn in. vLLM samples seeded requests one at a time, which made the GPU rollout
+            1.37x slower at 256 x 1,024 tokens (benchmarks/RESULTS.md). None: False on GPUs, True on CPU.
         reload_weights: how a sync loads the policy's weights. True: vLLM's ``reload_weights``, layer by layer
             (each layer rebuilt, loaded, processed as at start, FP8 re-quantized, and copied into the tensors
             the engine runs on). False: the model's own ``load_weights`` writes into those tensors, as vLLM's
@@ -101,7 +101,7 @@ class VLLMEngine(RolloutEngine):
         kv_cache_dtype: str = "auto",
         prefix_caching: bool | None = None,
         return_routes: bool = False,
-        request_seeds: bool = True,
+        request_seeds: bool | None = None,
         reload_weights: bool | None = None,
     ) -> None:
         super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes)
@@ -280,6 +280,10 @@ class VLLMEngine(RolloutEngine):
         """Whether vLLM runs eagerly (see ``enforce_eager``)."""
         return platform.cpu if self.enforce_eager is None else self.enforce_eager
 
+    def _seeds_each_request(self) -> bool:
+        """Whether each request carries its own seed (see ``request_seeds``)."""
+        return self.platform.cpu if self.request_seeds is None else self.request_seeds
+
     def _sleeps(self, platform: VLLMPlatform) -> bool:
         """Whether the engine sleeps between rollouts (see ``sleep_mode``)."""
         return not platform.cpu if self.sleep_mode is None else self.sleep_mode
@@ -366,7 +370,7 @@ class VLLMEngine(RolloutEngine):
                 top_p=sampling.top_p,
                 max_tokens=sampling.max_new_tokens,
                 logprobs=0,
-                seed=self.request_seed(step, index, group_size, stream) + j if self.request_seeds else None,
+                seed=self.request_seed(step, index, group_size, stream) + j if self._seeds_each_request() else None,
                 detokenize=False,  # token ids are what the rollout keeps; text would cost every decode step
             )
             for index in range(len(prompt_ids))
@@ -375,7 +379,7 @@ class VLLMEngine(RolloutEngine):
         prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids for _ in range(group_size)]
         if self.capture is not None:
             self.capture.active = with_routes
-        call_seed = nullcontext() if self.request_seeds else seeded_rng(self.request_seed(step, 0, 1, stream))
+        call_seed = nullcontext() if self._seeds_each_request() else seeded_rng(self.request_seed(step, 0, 1, stream))
         try:
             with call_seed:
                 outputs = self.llm.generate(prompts, params, use_tqdm=False)
