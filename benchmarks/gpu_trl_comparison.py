@@ -17,8 +17,9 @@ up to 1,024 tokens; target: TRL's step at least 1.3x stable-rl's) runs first, th
 One scale per command also works: ``--scales large`` (~10 min), ``--scales small --rounds 5`` (~3 min).
 ``--trl KEY=VALUE`` adds GRPOConfig settings, e.g. ``vllm_importance_sampling_correction=false`` (TRL without
 its extra forward and without correction) or ``vllm_model_impl=transformers``; ``--stable-rl KEY=VALUE`` adds
-``stable-rl fit`` settings (``--KEY=VALUE``), e.g. ``model.init_args.compile_logprobs=true`` (the head's softmax
-arithmetic compiled, 0.82x -> 0.95x of the raw model's update in ``gpu_moe_mfu.py``).
+``stable-rl fit`` settings (``--KEY=VALUE``), e.g. ``model.init_args.compile_logprobs=false`` or
+``data.engine.init_args.request_seeds=true``: GPU defaults since 62bdc0c turned off (the runs in
+benchmarks/RESULTS.md that came before passed them as ``=true`` and ``=false``).
 
 The model is ``gpu_update.py``'s random Qwen3-MoE (1.25B parameters, 0.30B active; ``--model`` takes that
 script's shape arguments), saved with the tiny model's tokenizer widened to its 151,936 ids
