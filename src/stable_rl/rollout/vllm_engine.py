@@ -360,7 +360,7 @@ class VLLMEngine(RolloutEngine):
 
         if self.asleep:
             raise RuntimeError("the engine is asleep (sleep_mode): sync the policy's weights before generating")
-        stream, with_routes = self.stream(sampling), self.with_routes(sampling)
+        stream, with_routes, each_seeded = self.stream(sampling), self.with_routes(sampling), self._seeds_each_request()
         sampling = sampling or self.sampling
         # One request per sample (seed + j, vLLM's own rule for n > 1), so each has its own request id
         # to key its routes by.
@@ -371,7 +371,7 @@ class VLLMEngine(RolloutEngine):
                 top_p=sampling.top_p,
                 max_tokens=sampling.max_new_tokens,
                 logprobs=0,
-                seed=self.request_seed(step, index, group_size, stream) + j if self._seeds_each_request() else None,
+                seed=self.request_seed(step, index, group_size, stream) + j if each_seeded else None,
                 detokenize=False,  # token ids are what the rollout keeps; text would cost every decode step
             )
             for index in range(len(prompt_ids))
@@ -380,7 +380,7 @@ class VLLMEngine(RolloutEngine):
         prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids for _ in range(group_size)]
         if self.capture is not None:
             self.capture.active = with_routes
-        call_seed = nullcontext() if self._seeds_each_request() else seeded_rng(self.request_seed(step, 0, 1, stream))
+        call_seed = nullcontext() if each_seeded else seeded_rng(self.request_seed(step, 0, 1, stream))
         try:
             with call_seed:
                 outputs = self.llm.generate(prompts, params, use_tqdm=False)
