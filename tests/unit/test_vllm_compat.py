@@ -350,6 +350,24 @@ def test_an_in_place_load_that_misses_a_parameter_is_an_error():
         load_in_place(Model(skipped="v"), weights)
 
 
+def test_experts_loaded_under_their_layers_name_count_as_loaded():
+    """vLLM 0.26 reports ``...experts.w13_weight`` for the parameter ``...experts.routed_experts.w13_weight``."""
+
+    class Experts(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.routed_experts = torch.nn.Module()
+            self.routed_experts.w13_weight = torch.nn.Parameter(torch.zeros(1))
+            self.routed_experts.w2_weight = torch.nn.Parameter(torch.zeros(1))
+
+        def load_weights(self, weights) -> set[str]:
+            return {name for name, _ in weights}
+
+    load_in_place(Experts(), [("w13_weight", torch.ones(1)), ("w2_weight", torch.ones(1))])
+    with pytest.raises(RuntimeError, match=r"into 1 of vLLM's parameters \(e\.g\. routed_experts\.w2_weight\)"):
+        load_in_place(Experts(), [("w13_weight", torch.ones(1))])
+
+
 def test_the_in_place_names_are_vllms():
     """The classes and backends ``loads_in_place`` trusts exist under those names in the installed vLLM."""
     pytest.importorskip("vllm")

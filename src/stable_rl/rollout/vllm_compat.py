@@ -7,6 +7,7 @@ CUDA by reading their source. ``SUPPORTED`` is the range the ``vllm`` extra allo
 import gc
 import logging
 import os
+import re
 import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -223,11 +224,18 @@ def _keeps_loaded_weights(module) -> bool:
     return type(method).__name__ == "UnquantizedFusedMoEMethod" and backend in IN_PLACE_MOE_BACKENDS
 
 
+def experts_alias(name: str) -> str:
+    """The name vLLM 0.26's MoE loader reports for an expert parameter: ``RoutedExperts.load_weights`` yields
+    names relative to the ``FusedMoE`` layer that holds it (``...mlp.experts.w13_weight`` for the parameter
+    ``...mlp.experts.routed_experts.w13_weight``), the same names ``AliasedExpertsWarning`` drops."""
+    return re.sub(r"(^|\.)routed_experts\.", r"\1", name)
+
+
 def load_in_place(model, named_tensors: Iterable) -> None:
     """The model's own ``load_weights``, writing into the tensors its kernels read; a parameter it did not load
     is an error (it would keep its old values, or, after sleep level 2, whatever the memory held)."""
-    loaded = model.load_weights(named_tensors) or set()
-    missing = sorted({name for name, _ in model.named_parameters()} - set(loaded))
+    loaded = set(model.load_weights(named_tensors) or ())
+    missing = sorted(name for name, _ in model.named_parameters() if not {name, experts_alias(name)} & loaded)
     if missing:
         raise RuntimeError(
             f"the in-place weight sync loaded no weight into {len(missing)} of vLLM's parameters (e.g. "
