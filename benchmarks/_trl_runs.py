@@ -121,7 +121,8 @@ def run_stable_rl(
             step = dict(self.batch)
             step.update({k: float(m[f"train/{k}"]) for k in ("reward", "loss", "grad_norm")})
             step["rollout"] = float(m["time/rollout"])
-            step["rollout_phase"] = sum(float(m[f"time/{phase}"]) for phase in ROLLOUT_PHASES)
+            step["phases"] = {phase: float(m[f"time/{phase}"]) for phase in ROLLOUT_PHASES}  # each, for the record
+            step["rollout_phase"] = sum(step["phases"].values())
             step["seconds"] = float(m["time/step"]) if "time/step" in m else None  # from the second step on
             self.steps.append(step)
             if step_done is not None:

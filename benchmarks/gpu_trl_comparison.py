@@ -144,7 +144,12 @@ def block_summary(steps: list[dict]) -> dict:
     seconds = sum(s["seconds"] for s in steps)
     generation = sum(s["rollout"] for s in steps)
     training = sum(s["seconds"] - s["rollout_phase"] for s in steps)
-    return {
+    phases = {  # stable-rl's rest, phase by phase (records from 5804943 on)
+        f"phase_{name}": sum(s["phases"][name] for s in steps) / n
+        for name in ("sync", "sleep", "reward")
+        if all("phases" in s for s in steps)
+    }
+    return phases | {
         "steps": n,
         "seconds": seconds / n,
         "generation": generation / n,
@@ -206,6 +211,14 @@ def tables(results: dict) -> str:
                 f"| {m['rest']:.2f} | {m['rows']:.0f} x {m['response_mean']:.0f} / "
                 f"{max(r['response_max'] for r in rounds)} | {m['generated_per_s']:,.0f} "
                 f"| {m['real_per_s']:,.0f} | {m['padded_per_s']:,.0f} | {m['forwards']:.0f} |"
+            )
+    for scale, row in results.items():
+        rounds = [r for r in row["stable-rl"].values() if "phase_sync" in r]
+        if rounds:
+            m = {key: statistics.median(r[f"phase_{key}"] for r in rounds) for key in ("sync", "sleep", "reward")}
+            lines.append(
+                f"\n{scale}: stable-rl's sync {m['sync']:.2f} s, sleep {m['sleep']:.2f} s, rewards {m['reward']:.2f} s "
+                "a step (medians over rounds)"
             )
     lines += [
         "",

@@ -212,6 +212,20 @@ def test_gpu_trl_comparison_tables_pair_rounds_and_judge_the_target(tmp_path):
     assert len(lines) == 10  # same rows and optimizer: no note
 
 
+def test_gpu_trl_comparison_tables_split_stable_rls_rest_into_its_phases(tmp_path):
+    records = []
+    for round_, (sync, sleep, reward) in enumerate([(0.3, 0.05, 0.02), (0.5, 0.07, 0.04), (0.4, 0.06, 0.01)], 1):
+        record = _record("stable-rl", round_, 10.0, 6.0, 6.0 + sync + sleep + reward)
+        record["steps"][0]["phases"] = {"sync": sync, "rollout": 6.0, "sleep": sleep, "reward": reward}
+        records += [record, _record("trl", round_, 12.0, 8.0, 9.0)]
+    (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = _bench().load(tmp_path)["large"]["stable-rl"][2]
+    assert (summary["phase_sync"], summary["phase_sleep"], summary["phase_reward"]) == (0.5, 0.07, 0.04)
+    text = _bench().tables(_bench().load(tmp_path))
+    # medians over the three rounds: sync 0.4, sleep 0.06, rewards 0.02
+    assert "large: stable-rl's sync 0.40 s, sleep 0.06 s, rewards 0.02 s a step (medians over rounds)" in text
+
+
 def test_gpu_trl_comparison_tables_note_what_differs(tmp_path):
     records = [_record("stable-rl", 1, 10.0, 6.0, 7.0), _record("trl", 1, 9.0, 6.0, 7.0, "fused", rows=64)]
     (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
