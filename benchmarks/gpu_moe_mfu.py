@@ -21,7 +21,7 @@ autotuning off unless ``--liger-autotune``: each kernel would benchmark 16-32 co
 ``kernels: liger`` (Liger's RMSNorm), ``compile_layers``, ``compile_logprobs`` (stable-rl's head only: its
 raw row is the baseline's), ``padding_mask: false`` (raw: called without the padding mask too) and
 ``packed_sequences`` with ``attn_implementation: flex_attention`` (stable-rl's packing only: the raw model
-runs flex attention on the padded rows).
+runs flex attention on the padded rows), ``keep_head_grad`` (stable-rl's head only: no recomputed logits).
 """
 
 import os
@@ -61,6 +61,15 @@ COMBOS = {
     # (benchmarks/RESULTS.md), and compile_layers compiles only grouped_mm experts.
     "all (compiled norms)": {"compile_layers": True, "compile_logprobs": True, "padding_mask": False},
     "all (liger norms)": {"kernels": LIGER, "compile_logprobs": True, "padding_mask": False},
+    # the head keeps d log p / d logits from its forward instead of recomputing the logits in the backward
+    # (stable-rl only: the raw model keeps its full logits anyway)
+    "kept head gradient": {"keep_head_grad": True},
+    "all + kept head gradient": {
+        "compile_layers": True,
+        "compile_logprobs": True,
+        "padding_mask": False,
+        "keep_head_grad": True,
+    },
     # packed rows compute no padding; flex attention skips the attention across their sequences (the raw model
     # runs flex attention on the padded rows)
     "packed (flex attention)": {"attn_implementation": "flex_attention", "packed_sequences": True},

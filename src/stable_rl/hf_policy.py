@@ -54,6 +54,9 @@ class HFPolicyModule(L.LightningModule):
             log-probs are the padded batch's. Pair it with ``attn_implementation: flex_attention`` or
             ``flash_attention_2``, which skip attention across sequences; SDPA and eager compute the whole
             pack's square under a block-diagonal mask.
+        keep_head_grad: the head's forward keeps d log p / d logits of each response token ([tokens, vocab]
+            in the model's dtype, per micro-batch until its backward) so the backward does not recompute the
+            logits: one of the head's three matmuls less, for memory (``stable_rl.logprobs``).
         gradient_checkpointing: keep only each decoder layer's input for the backward and recompute the
             rest there (long responses: activations of every layer would not fit); Routing Replay replays
             the same routes in the recompute.
@@ -80,6 +83,7 @@ class HFPolicyModule(L.LightningModule):
         compile_logprobs: bool | None = None,
         padding_mask: bool = True,
         packed_sequences: bool = False,
+        keep_head_grad: bool = False,
     ) -> None:
         super().__init__()
         self.gradient_checkpointing = gradient_checkpointing
@@ -94,6 +98,7 @@ class HFPolicyModule(L.LightningModule):
         self.compile_logprobs = compile_logprobs
         self.padding_mask = padding_mask
         self.packed_sequences = packed_sequences
+        self.keep_head_grad = keep_head_grad
         if packed_sequences and attn_implementation not in PACKING_ATTENTION:
             rank_zero_warn(
                 f"model.packed_sequences with attn_implementation={attn_implementation} (None: SDPA) attends "
@@ -252,4 +257,5 @@ class HFPolicyModule(L.LightningModule):
             input_ids.is_cuda if self.compile_logprobs is None else self.compile_logprobs,
             self.padding_mask,
             self.packed_sequences,
+            self.keep_head_grad,
         )

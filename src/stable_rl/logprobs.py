@@ -6,7 +6,10 @@ only at response positions. A bfloat16/float16 head multiplies on tensor cores i
 (exact products, float32 accumulation): the precision of float32 logits at the speed of the raw model.
 With ``compiled=True`` the softmax arithmetic of each chunk (log-normaliser, target log-prob, entropy;
 in the backward the softmax gradient, cast to the head's dtype) runs as ``torch.compile``d kernels that
-read the float32 logits once, instead of once per eager operation.
+read the float32 logits once, instead of once per eager operation. With ``keep_grad=True`` the forward
+keeps each chunk's d log p / d logits, (onehot - softmax) / T in the head's dtype, which the backward then
+scales by each token's incoming gradient: no recomputed logits (the head's matmul runs twice instead of three
+times), for [tokens, vocab] of memory in the head's dtype per forward until its backward.
 """
 
 from functools import cache
@@ -42,18 +45,30 @@ class _HeadLogprobs(torch.autograd.Function):
     """log softmax(h W^T / T)[target], chunk by chunk, with a hand-written backward that recomputes
     each chunk's logits: d log p_t / d z = onehot(t) - softmax(z), times 1/T, back through the matmul.
     The head's gradient is summed over the chunks in float32 and cast once; autocast is off inside
-    (the logits are float32 by construction)."""
+    (the logits are float32 by construction). ``keep``: the forward keeps each chunk's unit gradient
+    instead (``keep_grad`` of ``token_logprobs_and_entropy``)."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, temperature: float, chunk_size: int, entropy: bool, compiled: bool):
+    def forward(
+        ctx, hidden, weight, targets, temperature: float, chunk_size: int, entropy: bool, compiled: bool, keep: bool
+    ):
         stats = _compiled(_chunk_stats) if compiled else _chunk_stats
+        unit_grad = _compiled(_chunk_logits_grad) if compiled else _chunk_logits_grad_  # eager: in the logits
+        keep = keep and any(ctx.needs_input_grad[:2])  # a pass without gradients (pi_old) keeps nothing
+        kept = []
         with torch.autocast(hidden.device.type, enabled=False):
-            parts = [
-                stats(_logits(hidden[i : i + chunk_size], weight, temperature), targets[i : i + chunk_size], entropy)
-                for i in range(0, max(hidden.shape[0], 1), chunk_size)  # an empty input: one empty chunk
-            ]
+            parts = []
+            for i in range(0, max(hidden.shape[0], 1), chunk_size):  # an empty input: one empty chunk
+                logits, chunk_targets = (
+                    _logits(hidden[i : i + chunk_size], weight, temperature),
+                    targets[i : i + chunk_size],
+                )
+                parts.append(stats(logits, chunk_targets, entropy))
+                if keep:  # d log p / d logits: the gradient of a unit incoming gradient
+                    ones = torch.ones_like(parts[-1][1])
+                    kept.append(unit_grad(logits, parts[-1][1], chunk_targets, ones, temperature, weight.dtype))
         logprobs, log_z, entropies = (torch.cat(p) if p[0] is not None else None for p in zip(*parts, strict=True))
-        ctx.save_for_backward(hidden, weight, targets, log_z)
+        ctx.save_for_backward(hidden, weight, targets, log_z, *kept)
         ctx.temperature, ctx.chunk_size, ctx.compiled = temperature, chunk_size, compiled
         if entropies is not None:
             ctx.mark_non_differentiable(entropies)
@@ -61,24 +76,27 @@ class _HeadLogprobs(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_logprobs: Tensor, _grad_entropy):
-        hidden, weight, targets, log_z = ctx.saved_tensors
+        hidden, weight, targets, log_z, *kept = ctx.saved_tensors
         size, temperature = ctx.chunk_size, ctx.temperature
         logits_grad = _compiled(_chunk_logits_grad) if ctx.compiled else _chunk_logits_grad_
         grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
         summed = torch.promote_types(weight.dtype, torch.float32)  # the head's gradient, summed over chunks
         grad_weight = torch.zeros(weight.shape, dtype=summed, device=weight.device) if ctx.needs_input_grad[1] else None
         with torch.autocast(hidden.device.type, enabled=False):
-            for i in range(0, hidden.shape[0], size):
+            for chunk, i in enumerate(range(0, hidden.shape[0], size)):
                 h = hidden[i : i + size]
-                logits = _logits(h, weight, temperature)  # [n, V]
-                g = grad_logprobs[i : i + size].to(logits.dtype)
-                grad = logits_grad(logits, log_z[i : i + size], targets[i : i + size], g, temperature, weight.dtype)
+                if kept:  # the unit gradient, scaled by each token's incoming one (in float32, then the head's dtype)
+                    grad = (kept[chunk] * grad_logprobs[i : i + size, None].to(log_z.dtype)).to(weight.dtype)
+                else:
+                    logits = _logits(h, weight, temperature)  # [n, V]
+                    g = grad_logprobs[i : i + size].to(logits.dtype)
+                    grad = logits_grad(logits, log_z[i : i + size], targets[i : i + size], g, temperature, weight.dtype)
                 if grad_hidden is not None:
                     grad_hidden[i : i + size] = grad @ weight
                 if grad_weight is not None:
                     grad_weight += _float32_mm(grad.T, h.to(weight.dtype))
         grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)
-        return grad_hidden, grad_weight, None, None, None, None, None
+        return grad_hidden, grad_weight, None, None, None, None, None, None
 
 
 def _chunk_stats(logits: Tensor, targets: Tensor, entropy: bool):
@@ -118,15 +136,17 @@ def token_logprobs_and_entropy(
     chunk_size: int = 1024,
     entropy: bool = True,
     compiled: bool = False,
+    keep_grad: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """log softmax(h W^T / temperature)[target] and the entropy of that distribution, per token.
 
     ``hidden`` [N, H], ``weight`` [V, H] (the LM head), ``targets`` [N] -> ([N], [N] detached), or
     ([N], None) with ``entropy=False`` (an update needs no entropy: one pass less over each chunk's
     logits). Logits are float32 (see ``_logits``); gradients flow to ``hidden`` and ``weight``.
-    ``compiled``: each chunk's softmax arithmetic runs compiled (see the module docstring).
+    ``compiled``: each chunk's softmax arithmetic runs compiled; ``keep_grad``: the forward keeps d log p / d
+    logits for the backward instead of it recomputing the logits (see the module docstring).
     """
-    return _HeadLogprobs.apply(hidden, weight, targets, temperature, chunk_size, entropy, compiled)
+    return _HeadLogprobs.apply(hidden, weight, targets, temperature, chunk_size, entropy, compiled, keep_grad)
 
 
 def sequence_logprobs(
@@ -140,13 +160,15 @@ def sequence_logprobs(
     compiled: bool = False,
     padding_mask: bool = True,
     packed: bool = False,
+    keep_head_grad: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """Position-aligned log pi(input_ids[:, t] | input_ids[:, :t]) and entropy at response positions.
 
     ``input_ids``, ``attention_mask``, ``response_mask`` [M, L] -> (logprobs [M, L], entropy [M, L]),
     zero where ``response_mask`` is False (entropy None with ``entropy=False``). Divides logits by the
     sampling ``temperature`` so pi_theta is the distribution mu_old sampled from. Assumes a plain
-    linear LM head (no logit soft-capping). ``compiled``: see ``token_logprobs_and_entropy``.
+    linear LM head (no logit soft-capping). ``compiled``, ``keep_head_grad``: see ``token_logprobs_and_entropy``
+    (its ``keep_grad``).
 
     ``padding_mask=False`` runs the decoder under its causal mask alone, for right-padded rows only: no
     real token attends to a later position, so none sees the padding and the log-probs are the masked
@@ -175,6 +197,7 @@ def sequence_logprobs(
         chunk_size,
         entropy,
         compiled,
+        keep_head_grad,
     )
     positions = torch.zeros_like(response_mask)
     positions[:, 1:] = predicts

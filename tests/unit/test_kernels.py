@@ -105,6 +105,17 @@ def test_compiled_layers_and_head_without_padding_mask_replay_the_same_routes(ti
     torch.testing.assert_close(fast[2], eager[2], rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_kept_head_gradient_makes_the_recomputing_heads_updates(tiny_model_path, compiled):
+    """``keep_head_grad``: the module's two updates (N = 2, R3) take the same log-probs and end at the same
+    weights as the head that recomputes its logits in the backward (float32 rounding)."""
+    recomputed = replayed_run(tiny_model_path, "R3", compile_logprobs=compiled)
+    kept = replayed_run(tiny_model_path, "R3", compile_logprobs=compiled, keep_head_grad=True)
+    for logprobs, reference in zip(kept[0], recomputed[0], strict=True):
+        torch.testing.assert_close(logprobs, reference, rtol=0, atol=1e-6)
+    torch.testing.assert_close(kept[2], recomputed[2], rtol=0, atol=1e-6)
+
+
 def test_compile_leaves_the_routers_eager(tiny_model_path):
     """Attention and both norms of every layer are compiled; routers never; experts only in bfloat16
     with grouped_mm (float32 grouped_mm falls back to a per-expert loop)."""

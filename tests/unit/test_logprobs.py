@@ -7,9 +7,10 @@ from transformers import AutoModelForCausalLM
 from stable_rl.logprobs import sequence_logprobs, token_logprobs_and_entropy
 
 
+@pytest.mark.parametrize("keep_grad", [False, True])
 @pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("chunk_size", [1, 3, 64])
-def test_chunked_matches_full_log_softmax(chunk_size, compiled):
+def test_chunked_matches_full_log_softmax(chunk_size, compiled, keep_grad):
     g = torch.Generator().manual_seed(0)
     hidden = torch.randn(10, 8, generator=g, dtype=torch.float64, requires_grad=True)
     weight = torch.randn(17, 8, generator=g, dtype=torch.float64, requires_grad=True)
@@ -17,7 +18,7 @@ def test_chunked_matches_full_log_softmax(chunk_size, compiled):
     coeffs = torch.randn(10, generator=g, dtype=torch.float64)
 
     logprobs, entropy = token_logprobs_and_entropy(
-        hidden, weight, targets, temperature=0.7, chunk_size=chunk_size, compiled=compiled
+        hidden, weight, targets, temperature=0.7, chunk_size=chunk_size, compiled=compiled, keep_grad=keep_grad
     )
     (logprobs * coeffs).sum().backward()
     grads = hidden.grad.clone(), weight.grad.clone()
@@ -81,6 +82,26 @@ def test_sequence_logprobs_gradient_matches_full_model_autograd(tiny_model_path)
     for name, param in tiny_model.named_parameters():
         if param.grad is not None:
             torch.testing.assert_close(chunked[name], param.grad, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_a_kept_head_gradient_is_kept_only_where_a_backward_will_use_it():
+    """keep_grad keeps one [chunk, vocab] unit gradient per chunk beside the four tensors of the recompute; a
+    pass without gradients (pi_old, under no_grad) keeps none."""
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(7, 5, generator=g, requires_grad=True)
+    weight = torch.randn(11, 5, generator=g, requires_grad=True)
+    targets = torch.randint(0, 11, (7,), generator=g)
+    for keep, grad, saved in ((False, True, [(7, 5), (11, 5), (7,), (7,)]), (True, True, None), (True, False, [])):
+        shapes = []
+        with (
+            torch.set_grad_enabled(grad),
+            torch.autograd.graph.saved_tensors_hooks(
+                lambda t, seen=shapes: seen.append(tuple(t.shape)) or t, lambda t: t
+            ),
+        ):
+            token_logprobs_and_entropy(hidden, weight, targets, chunk_size=3, keep_grad=keep)
+        expected = saved if saved is not None else [(7, 5), (11, 5), (7,), (7,), (3, 11), (3, 11), (1, 11)]
+        assert shapes == expected, (keep, grad)
 
 
 def test_entropy_false_returns_the_same_logprobs_and_no_entropy():

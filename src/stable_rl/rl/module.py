@@ -86,6 +86,7 @@ class PolicyModule(HFPolicyModule):
         compile_logprobs: see ``HFPolicyModule``.
         padding_mask: see ``HFPolicyModule``.
         packed_sequences: see ``HFPolicyModule``.
+        keep_head_grad: see ``HFPolicyModule``.
         health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
             |log(pi_theta/mu_old)| exceeds this (``stable_rl.health``).
         max_nonfinite_updates: an update whose loss or gradient is NaN/inf is skipped (no weight or
@@ -116,6 +117,7 @@ class PolicyModule(HFPolicyModule):
         compile_logprobs: bool | None = None,
         padding_mask: bool = True,
         packed_sequences: bool = False,
+        keep_head_grad: bool = False,
     ) -> None:
         super().__init__(
             model_path,
@@ -132,6 +134,7 @@ class PolicyModule(HFPolicyModule):
             compile_logprobs,
             padding_mask,
             packed_sequences,
+            keep_head_grad,
         )
         _check_sizes(mini_batch_size, micro_batch_size, max_grad_norm, max_nonfinite_updates)
         self.health_threshold = health_threshold
