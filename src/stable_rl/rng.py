@@ -46,5 +46,7 @@ def seeded_rng(seed: int) -> Iterator[None]:
     """The global RNGs seeded with ``seed`` inside (torch's CPU and CUDA generators: what an engine in this
     process samples with when its requests carry no seed of their own), as they were outside."""
     with preserved_rng():
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)
+        if torch.cuda.is_available() and torch.cuda.is_initialized():  # not queued for a later CUDA start:
+            torch.cuda.manual_seed_all(seed)  # ``preserved_rng`` could not undo that
         yield

@@ -23,8 +23,8 @@ from stable_rl.rollout.vllm_compat import (
     AliasedExpertsWarning,
     VLLMPlatform,
     fp8_scheme,
+    in_place_obstacle,
     load_in_place,
-    loads_in_place,
     set_external_launcher_ranks,
 )
 
@@ -210,7 +210,7 @@ class SleepingLLM:
         self.calls.append(f"load_weights {len(names)}")
         return names
 
-    def modules(self) -> Iterator[torch.nn.Module]:  # a model of no layers (loads in place)
+    def named_modules(self) -> Iterator[tuple[str, torch.nn.Module]]:  # a model of no layers (loads in place)
         return iter(())
 
     def named_parameters(self) -> Iterator[tuple[str, torch.Tensor]]:  # the parameters syncs send: w and v
@@ -258,6 +258,62 @@ def test_a_sleeping_engine_wakes_its_weights_loads_them_then_wakes_its_kv_cache(
     awake.llm, awake.platform = SleepingLLM(), GPU_026
     awake.sleep()
     assert awake.llm.calls == [] and not awake.asleep
+
+
+def test_a_sync_that_fails_after_waking_the_weights_leaves_only_the_kv_cache_to_wake(monkeypatch):
+    """An in-place load that raises after the weights woke: the error stands, and closing wakes only what
+    still sleeps (vLLM maps an allocation again without checking that it is mapped)."""
+
+    class Missing(SleepingLLM):
+        def load_weights(self, weights) -> set[str]:
+            return super().load_weights(weights) - {"v"}
+
+    engine, llm = VLLMEngine(), Missing()
+    engine.llm, engine.platform, engine.in_place = llm, GPU_026, True
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    engine.sleep()
+    with pytest.raises(RuntimeError, match=r"loaded no weight into 1 of vLLM's parameters \(e\.g\. v\)"):
+        engine.sync([("w", torch.zeros(1)), ("v", torch.ones(1))], version=0)
+    assert engine.asleep and engine.version is None
+    closed = []
+    monkeypatch.setattr("stable_rl.rollout.vllm_engine.shut_down", lambda llm: closed.append(list(llm.calls)))
+    monkeypatch.setattr("stable_rl.rollout.vllm_engine.collect_memory", lambda: None)
+    engine.close()
+    assert closed == [["sleep 2", "wake weights", "load_weights 2", "wake kv_cache"]] and not engine.asleep
+
+
+@pytest.mark.parametrize(("platform", "each"), [(GPU_026, False), (CPU_032, True)])
+def test_generate_seeds_the_call_on_gpus_and_each_request_on_cpu(platform, each):
+    """The default on GPUs: no request carries a seed, the call runs with torch's RNG seeded from the step
+    (the CPU engine: each request its own seed, the RNG left alone); outside the call the RNG is as it was."""
+    pytest.importorskip("vllm")
+    seen = []
+
+    class Recording:
+        def generate(self, prompts, params, use_tqdm):
+            seen.append(([p.seed for p in params], torch.initial_seed()))
+            token = SimpleNamespace(logprob=-0.5)
+            return [
+                SimpleNamespace(
+                    request_id=str(i),
+                    prompt_token_ids=p["prompt_token_ids"],
+                    outputs=[SimpleNamespace(token_ids=[7], logprobs=[{7: token}])],
+                )
+                for i, p in enumerate(prompts)
+            ]
+
+    engine = VLLMEngine(seed=3)
+    engine.llm, engine.platform = Recording(), platform
+    torch.manual_seed(11)
+    before = torch.get_rng_state()
+    samples = engine.generate([[1, 2], [3]], group_size=2, step=5)
+    assert [s.response_ids for s in samples] == [[7]] * 4 and torch.equal(torch.get_rng_state(), before)
+    seeds, rng_seed = seen[0]
+    first, second = engine.request_seed(5, 0, 2), engine.request_seed(5, 1, 2)
+    if each:
+        assert seeds == [first, first + 1, second, second + 1] and rng_seed == 11
+    else:
+        assert seeds == [None] * 4 and rng_seed == engine.request_seed(5, 0, 1)
 
 
 @pytest.mark.parametrize(
@@ -314,19 +370,19 @@ def attention(impl: type) -> torch.nn.Module:
 )
 def test_weights_load_in_place_only_where_no_layer_processes_them_after_loading(layers, expected):
     model = torch.nn.Sequential(*(module(*layer) for layer in layers))
-    assert loads_in_place(model) is expected
+    assert (in_place_obstacle(model) is None) is expected
 
 
 def test_layers_that_derive_tensors_from_their_weights_keep_the_reload():
     """MLA absorbs its up-projections after loading, FlashInfer keeps float32 sinks, HPC modules fuse: a direct
     load would leave those derived tensors stale."""
     linear = module("UnquantizedLinearMethod")
-    assert loads_in_place(torch.nn.Sequential(linear, attention(AttentionImplBase)))
-    assert not loads_in_place(torch.nn.Sequential(linear, attention(FlashInferImpl)))
+    assert in_place_obstacle(torch.nn.Sequential(linear, attention(AttentionImplBase))) is None
+    assert in_place_obstacle(torch.nn.Sequential(linear, attention(FlashInferImpl))) is not None
     for kind in DERIVING_LAYERS:
-        assert not loads_in_place(torch.nn.Sequential(linear, module(None, kind=kind)))
+        assert in_place_obstacle(torch.nn.Sequential(linear, module(None, kind=kind))) is not None
     hpc = type("HpcModule", (torch.nn.Module,), {})
-    assert not loads_in_place(torch.nn.Sequential(type("HpcRopeNorm", (hpc,), {})()))  # a subclass
+    assert in_place_obstacle(torch.nn.Sequential(type("HpcRopeNorm", (hpc,), {})())) is not None  # a subclass
 
 
 def test_an_in_place_load_that_misses_a_parameter_is_an_error():
@@ -368,8 +424,44 @@ def test_experts_loaded_under_their_layers_name_count_as_loaded():
         load_in_place(Experts(), [("w13_weight", torch.ones(1))])
 
 
+def test_a_loader_that_reports_no_names_is_not_refused(caplog):
+    """vLLM accepts a ``load_weights`` returning None (and then checks nothing): the sync goes on, with a
+    warning that it could not check either."""
+
+    class Silent(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def load_weights(self, weights) -> None:
+            for _, tensor in weights:
+                self.w.data.copy_(tensor)
+
+    model = Silent()
+    load_in_place(model, [("w", torch.ones(1))])
+    assert model.w.item() == 1.0 and "reported no names" in caplog.text
+
+
+def test_the_refusal_of_an_in_place_load_names_the_layer_and_why():
+    linear = module("UnquantizedLinearMethod")
+    assert in_place_obstacle(torch.nn.Sequential(linear, module("UnquantizedEmbeddingMethod"))) is None
+    assert in_place_obstacle(torch.nn.Sequential(linear, attention(FlashInferImpl))) == (
+        "1: attention backend FlashInferImpl processes its weights"
+    )
+    assert in_place_obstacle(torch.nn.Sequential(module("UnquantizedFusedMoEMethod", "AITER"))) == (
+        "0: MoE experts on AITER, which reorders them"
+    )
+    assert in_place_obstacle(torch.nn.Sequential(linear, module("Fp8OnlineLinearMethod"))) == (
+        "1: Fp8OnlineLinearMethod quantizes or repacks them"
+    )
+    assert (
+        in_place_obstacle(module(None, kind="MLAAttention"))
+        == "the model: MLAAttention derives tensors from its weights"
+    )
+
+
 def test_the_in_place_names_are_vllms():
-    """The classes and backends ``loads_in_place`` trusts exist under those names in the installed vLLM."""
+    """The classes and backends ``in_place_obstacle`` trusts exist under those names in the installed vLLM."""
     pytest.importorskip("vllm")
     from vllm.model_executor.layers.attention.mla_attention import MLAAttention
     from vllm.model_executor.layers.attention.mm_encoder_attention import MMEncoderAttention

