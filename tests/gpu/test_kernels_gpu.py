@@ -25,6 +25,7 @@ OPTIONS = {
     "compile layers": {"experts": "grouped_mm", "compile": True},
     "compiled head, no padding mask": {"experts": "grouped_mm", "compiled": True, "padding_mask": False},
     "packed rows, flex attention": {"experts": "grouped_mm", "attention": "flex_attention", "packed": True},
+    "kept head gradient": {"experts": "grouped_mm", "compiled": True, "keep": True},
 }
 
 
@@ -40,14 +41,22 @@ def batch(vocab: int, layers: int = 4, experts: int = 8, k: int = 2):
     return input_ids.cuda(), attention_mask.cuda(), response_mask.cuda(), routes.cuda()
 
 
-def replayed(model, ids, attention, response, routes, compiled=False, padding_mask=True, packed=False):
+def replayed(model, ids, attention, response, routes, compiled=False, padding_mask=True, packed=False, keep=False):
     """(log-probs at response tokens, the gradient of their sum, the experts each layer received)."""
     received = []
     for layer in model.model.layers:
         layer.mlp.experts.register_forward_pre_hook(lambda module, args: received.append(args[1]))
     with RouterHooks(model).replay(routes, attention, packed):
         logprobs, _ = sequence_logprobs(
-            model, ids, attention, response, compiled=compiled, padding_mask=padding_mask, entropy=False, packed=packed
+            model,
+            ids,
+            attention,
+            response,
+            compiled=compiled,
+            padding_mask=padding_mask,
+            entropy=False,
+            packed=packed,
+            keep_head_grad=keep,
         )
     logprobs[response].sum().backward()
     grads = torch.cat([p.grad.float().flatten() for p in model.parameters() if p.grad is not None])
@@ -74,7 +83,7 @@ def test_each_option_replays_the_routes_and_rounds_like_grouped_mm(tiny_model_pa
     ids, attention, response, routes = batch(vocab=2048)
     reference = replayed(model_with(tiny_model_path, torch.float32, "eager"), ids, attention, response, routes)
     baseline = replayed(model_with(tiny_model_path, torch.bfloat16), ids, attention, response, routes)
-    run = {k: settings.pop(k) for k in ("compiled", "padding_mask", "packed") if k in settings}
+    run = {k: settings.pop(k) for k in ("compiled", "padding_mask", "packed", "keep") if k in settings}
     fast = replayed(model_with(tiny_model_path, torch.bfloat16, **settings), ids, attention, response, routes, **run)
 
     fed = attention if run.get("packed") else torch.ones_like(attention)  # packed: the real tokens alone
