@@ -228,7 +228,8 @@ def stable_rl_step(
 
 def raw_forward_backward(model, parts: list[RolloutBatch], padding_mask: bool = True) -> None:
     """What a plain HF training step computes: full logits, float32 log-softmax, the response tokens'
-    log-probs summed, backward (no optimizer: that is the same for both). ``padding_mask=False``: the
+    log-probs summed, backward; no optimizer (stable-rl's timed update includes its gradient norm and AdamW
+    step: ``gpu_moe_mfu.optimizer_seconds`` measures those apart). ``padding_mask=False``: the
     causal mask alone (exact for right-padded rows, see ``stable_rl.logprobs.sequence_logprobs``)."""
     for part in parts:
         mask = part.attention_mask if padding_mask else None
