@@ -119,7 +119,8 @@ def optimizer_seconds(model_dir: str, steps: int, device: str) -> float:
         param.grad = torch.full_like(param, 1e-3)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)  # gpu_update.fit_synthetic's
 
-    def step() -> None:
+    def step() -> None:  # PolicyModule's: the logged norm, then clipping (which computes it again), then AdamW
+        torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
 

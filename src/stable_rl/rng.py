@@ -14,7 +14,7 @@ def rng_states() -> dict[str, Any]:
     name, keys, position, has_gauss, gauss = np.random.get_state()
     numpy = (name, torch.from_numpy(keys.copy()), position, has_gauss, gauss)  # tensors load with weights_only
     states = {"python": random.getstate(), "numpy": numpy, "torch": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if _cuda_initialized():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
 
@@ -47,6 +47,11 @@ def seeded_rng(seed: int) -> Iterator[None]:
     process samples with when its requests carry no seed of their own), as they were outside."""
     with preserved_rng():
         torch.default_generator.manual_seed(seed)
-        if torch.cuda.is_available() and torch.cuda.is_initialized():  # not queued for a later CUDA start:
-            torch.cuda.manual_seed_all(seed)  # ``preserved_rng`` could not undo that
+        if _cuda_initialized():  # not queued for a later CUDA start: ``preserved_rng`` could not undo that
+            torch.cuda.manual_seed_all(seed)
         yield
+
+
+def _cuda_initialized() -> bool:
+    """CUDA has started in this process (its generators exist; seeding before would be queued for its start)."""
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
