@@ -3,15 +3,29 @@
 # started here runs in its own session, so it outlives the call that started it, and a later call waits
 # for it. Output goes to $DETACHED_DIR/NAME.log (default /tmp/detached), the exit code to NAME.rc, the job's
 # process id to NAME.pid. The job lives only as long as the machine: a call on a fresh machine finds no job.
+# Jobs run in a copy of the working directory, $DETACHED_TREE (default $DETACHED_DIR/tree), made by the first
+# start on the machine (without .gpu and .nox) and shared by later jobs (a wave finds the cold start's model
+# there): the lent machine copies the checkout afresh at each call, and a job importing from a checkout being
+# copied failed (stable_rl.rl found as an empty namespace package). DETACHED_TREE=. runs in place; removing
+# the tree makes the next start copy again. Read results from `cd "$(bash docs/long/detached.sh tree)"`.
 #   bash docs/long/detached.sh start NAME COMMAND...    # returns once the job runs in its own session
 #   bash docs/long/detached.sh wait SECONDS NAME...     # until every NAME has ended or SECONDS have passed;
 #                                                       # prints each one's state and last log line, exits 0
 #                                                       # only if all ended with code 0, 1 if one failed, was
 #                                                       # lost or is unknown here, 3 if none failed but one runs
+#   bash docs/long/detached.sh tree                     # the folder the jobs run in
 set -euo pipefail
 dir=${DETACHED_DIR:-/tmp/detached}
-mkdir -p "$dir"
-usage() { echo "usage: $0 start NAME COMMAND... | wait SECONDS NAME..." >&2 && exit 2; }
+mkdir -p "$dir" && dir=$(cd "$dir" && pwd)  # absolute: a job starts in the tree
+usage() { echo "usage: $0 start NAME COMMAND... | wait SECONDS NAME... | tree" >&2 && exit 2; }
+tree=${DETACHED_TREE:-$dir/tree}
+copy_tree() {  # once per machine; the marker is written last, so an interrupted copy is made again
+  [ "$tree" = . ] || [ -f "$tree/.detached-copy" ] && return 0
+  case "$tree/" in "$PWD"/*) echo "DETACHED_TREE $tree: inside the directory it copies; choose one outside" >&2 && exit 2 ;; esac
+  rm -rf "$tree" && mkdir -p "$tree"
+  tar -C . --exclude=./.gpu --exclude=./.nox -cf - . | tar -C "$tree" -xf -
+  touch "$tree/.detached-copy"
+}
 alive() {  # the job's wrapper runs (a zombie, which a container's init may never reap, does not)
   local pid
   pid=$(cat "$dir/$1.pid" 2> /dev/null) && kill -0 "$pid" 2> /dev/null \
@@ -30,6 +44,8 @@ case "${1:-}" in
       exit 1
     fi
     rm -f "$dir/$name.rc" "$dir/$name.pid" "$dir/$name.log"
+    copy_tree
+    cd "$tree"
     # setsid: a new session, which the machine's end-of-call cleanup leaves running; the pid file is written
     # from inside it, so once it exists the job no longer belongs to this call's session. The exit code is
     # written whole (a temporary file renamed), so a wait never reads it half-written.
@@ -61,5 +77,6 @@ case "${1:-}" in
     done
     exit $status
     ;;
+  tree) [ "$tree" = . ] && pwd || echo "$tree" ;;
   *) usage ;;
 esac

@@ -10,8 +10,13 @@ SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "long" / "detached.sh"
 
 
 def detached(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """The script called from tmp_path/checkout (the working directory its jobs run a copy of)."""
     env = {"PATH": "/usr/bin:/bin", "DETACHED_DIR": str(tmp_path)}
-    return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60)
+    checkout = tmp_path / "checkout"
+    checkout.mkdir(exist_ok=True)
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], env=env, cwd=checkout, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_a_job_ends_after_its_starter_and_the_wait_reports_it(tmp_path):
@@ -62,3 +67,29 @@ def test_a_name_in_use_is_refused_and_an_unknown_or_killed_job_is_named_at_once(
 def test_the_wait_exits_3_while_a_job_runs_and_none_failed(tmp_path):
     detached(tmp_path, "start", "slow", "sleep", "5")
     assert detached(tmp_path, "wait", "0", "slow").returncode == 3
+
+
+def test_jobs_run_in_one_copy_of_the_checkout_that_later_changes_do_not_reach(tmp_path):
+    """The lent machine copies the checkout afresh at each call: a job reads the files as they were at the first
+    start, and a later job sees what an earlier one wrote there (the cold start's model, for the wave)."""
+    checkout = tmp_path / "checkout"
+    (checkout / ".gpu").mkdir(parents=True)
+    (checkout / ".gpu" / "part").write_text("big")
+    (checkout / "code.py").write_text("old")
+    assert detached(tmp_path, "start", "first", "bash", "-c", "sleep 1; cat code.py; echo made > model").returncode == 0
+    (checkout / "code.py").write_text("new")  # the next call's copy
+    assert detached(tmp_path, "wait", "30", "first").stdout == "first: ended, code 0: old\n"
+    detached(tmp_path, "start", "second", "bash", "-c", "cat model code.py; ls -A")
+    done = detached(tmp_path, "wait", "30", "second")
+    assert done.returncode == 0
+    assert (tmp_path / "second.log").read_text() == "made\nold.detached-copy\ncode.py\nmodel\n"
+    assert not (checkout / "model").exists()
+    assert detached(tmp_path, "tree").stdout == f"{tmp_path / 'tree'}\n"
+
+
+def test_a_tree_inside_the_checkout_is_refused(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "DETACHED_DIR": str(tmp_path / "jobs"), "DETACHED_TREE": str(tmp_path / "t")}
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "start", "x", "true"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "inside the directory it copies" in done.stderr
