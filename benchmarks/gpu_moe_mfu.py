@@ -119,9 +119,10 @@ def optimizer_seconds(model_dir: str, steps: int, device: str) -> float:
         param.grad = torch.full_like(param, 1e-3)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)  # gpu_update.fit_synthetic's
 
-    def step() -> None:  # PolicyModule's: the logged norm, then clipping (which computes it again), then AdamW
-        torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    def step() -> None:  # PolicyModule's: the logged norm, clipping by that norm, then AdamW
+        params = list(model.parameters())
+        norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        torch.nn.utils.clip_grads_with_norm_(params, 1.0, norm)
         optimizer.step()
 
     return seconds(step, steps)  # the model and the optimizer's state go with this frame

@@ -85,10 +85,12 @@ def test_n_mini_batches_make_n_updates(tiny_model_path):
     assert module.trainer.global_step == 4  # 8 responses / 2 per mini-batch
 
 
-def test_first_update_matches_hand_computed_sgd_step(tiny_model_path):
-    """One on-policy SGD step equals theta - lr * grad of Eq. 7 computed directly with autograd."""
+@pytest.mark.parametrize("max_grad_norm", [None, 0.01], ids=["unclipped", "clipped"])
+def test_first_update_matches_hand_computed_sgd_step(tiny_model_path, max_grad_norm):
+    """One on-policy SGD step equals theta - lr * grad of Eq. 7 computed directly with autograd; clipped, the
+    gradient scaled by max_grad_norm / (its global norm + 1e-6) (torch's clip_grad_norm_ rule)."""
     batch = fixed_batch(vocab=2048)
-    module = PolicyModule(tiny_model_path, optimizer=lambda p: torch.optim.SGD(p, lr=0.1), max_grad_norm=None)
+    module = PolicyModule(tiny_model_path, optimizer=lambda p: torch.optim.SGD(p, lr=0.1), max_grad_norm=max_grad_norm)
     module.configure_model()
     reference = PolicyModule(tiny_model_path)
     reference.configure_model()
@@ -97,8 +99,13 @@ def test_first_update_matches_hand_computed_sgd_step(tiny_model_path):
     weight = (logprobs.detach() - batch.rollout_logprobs).exp().clamp(max=5.0)
     loss = -(weight * adv * logprobs * batch.response_mask).sum() / batch.num_rows
     loss.backward()
-    expected = [p.detach() - 0.1 * p.grad for p in reference.policy.parameters()]
+    grads = [p.grad for p in reference.policy.parameters()]
+    norm = torch.cat([g.flatten() for g in grads]).double().norm().item()
+    scale = 1.0 if max_grad_norm is None else min(1.0, max_grad_norm / (norm + 1e-6))
+    assert max_grad_norm is None or scale < 0.5  # the clipped case does clip
+    expected = [p.detach() - 0.1 * scale * p.grad for p in reference.policy.parameters()]
     train_on(batch, module, steps=1)
+    assert module.trainer.callback_metrics["train/grad_norm"].item() == pytest.approx(norm, rel=1e-5)
     for got, want in zip(module.policy.parameters(), expected, strict=True):
         torch.testing.assert_close(got.detach(), want, rtol=1e-5, atol=1e-6)
 
