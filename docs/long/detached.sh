@@ -19,12 +19,15 @@ dir=${DETACHED_DIR:-/tmp/detached}
 mkdir -p "$dir" && dir=$(cd "$dir" && pwd)  # absolute: a job starts in the tree
 usage() { echo "usage: $0 start NAME COMMAND... | wait SECONDS NAME... | tree" >&2 && exit 2; }
 tree=${DETACHED_TREE:-$dir/tree}
-copy_tree() {  # once per machine; the marker is written last, so an interrupted copy is made again
+copy_tree() {  # once per machine; an interrupted copy (its first marker left) is made again, nothing else removed
   [ "$tree" = . ] || [ -f "$tree/.detached-copy" ] && return 0
   case "$tree/" in "$PWD"/*) echo "DETACHED_TREE $tree: inside the directory it copies; choose one outside" >&2 && exit 2 ;; esac
-  rm -rf "$tree" && mkdir -p "$tree"
+  if [ -e "$tree" ] && [ ! -f "$tree/.detached-copying" ] && [ -n "$(ls -A "$tree")" ]; then
+    echo "DETACHED_TREE $tree: a folder this script did not copy; choose another, or remove it" >&2 && exit 2
+  fi
+  rm -rf "$tree" && mkdir -p "$tree" && touch "$tree/.detached-copying"
   tar -C . --exclude=./.gpu --exclude=./.nox -cf - . | tar -C "$tree" -xf -
-  touch "$tree/.detached-copy"
+  mv "$tree/.detached-copying" "$tree/.detached-copy"
 }
 alive() {  # the job's wrapper runs (a zombie, which a container's init may never reap, does not)
   local pid

@@ -87,9 +87,22 @@ def test_jobs_run_in_one_copy_of_the_checkout_that_later_changes_do_not_reach(tm
     assert detached(tmp_path, "tree").stdout == f"{tmp_path / 'tree'}\n"
 
 
-def test_a_tree_inside_the_checkout_is_refused(tmp_path):
-    env = {"PATH": "/usr/bin:/bin", "DETACHED_DIR": str(tmp_path / "jobs"), "DETACHED_TREE": str(tmp_path / "t")}
-    done = subprocess.run(
-        ["bash", str(SCRIPT), "start", "x", "true"], env=env, cwd=tmp_path, capture_output=True, text=True
-    )
-    assert done.returncode == 2 and "inside the directory it copies" in done.stderr
+def test_a_tree_inside_the_checkout_or_a_folder_not_copied_here_is_refused(tmp_path):
+    def start(cwd, tree):
+        env = {"PATH": "/usr/bin:/bin", "DETACHED_DIR": str(tmp_path / "jobs"), "DETACHED_TREE": str(tree)}
+        return subprocess.run(
+            ["bash", str(SCRIPT), "start", "x", "true"], env=env, cwd=cwd, capture_output=True, text=True
+        )
+
+    inside = start(tmp_path, tmp_path / "t")
+    assert inside.returncode == 2 and "inside the directory it copies" in inside.stderr
+    (tmp_path / "checkout").mkdir()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "keep").write_text("data")
+    other = start(tmp_path / "checkout", tmp_path / "mine")
+    assert other.returncode == 2 and "a folder this script did not copy" in other.stderr
+    assert (tmp_path / "mine" / "keep").read_text() == "data"
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / ".detached-copying").touch()  # a copy cut off: made again
+    assert start(tmp_path / "checkout", tmp_path / "half").returncode == 0
+    assert sorted(p.name for p in (tmp_path / "half").iterdir()) == [".detached-copy"]
