@@ -419,8 +419,8 @@ class PolicyModule(HFPolicyModule):
     def _clip_gradients(self, norm: Tensor) -> None:
         """Rescale the gradient to ``max_grad_norm`` where its norm is above it (torch's ``clip_grad_norm_``
         rule), from the norm already computed for the log: one pass over the gradients, not two."""
-        grads = [p for p in self.policy.parameters() if p.grad is not None]
-        torch.nn.utils.clip_grads_with_norm_(grads, self.max_grad_norm, norm)
+        params = [p for p in self.policy.parameters() if p.grad is not None]
+        torch.nn.utils.clip_grads_with_norm_(params, self.max_grad_norm, norm)
 
     def validation_step(self, batch: EvalBatch, batch_idx: int, dataloader_idx: int = 0) -> None:
         n = batch.rewards.shape[-1]
