@@ -53,11 +53,10 @@ class _HeadLogprobs(torch.autograd.Function):
         ctx, hidden, weight, targets, temperature: float, chunk_size: int, entropy: bool, compiled: bool, keep: bool
     ):
         stats = _compiled(_chunk_stats) if compiled else _chunk_stats
-        unit_grad = _compiled(_chunk_logits_grad) if compiled else _chunk_logits_grad_  # eager: in the logits
+        unit_grad = _logits_grad(compiled)
         keep = keep and any(ctx.needs_input_grad[:2])  # a pass without gradients (pi_old) keeps nothing
-        kept = []
+        parts, kept = [], []
         with torch.autocast(hidden.device.type, enabled=False):
-            parts = []
             for i in range(0, max(hidden.shape[0], 1), chunk_size):  # an empty input: one empty chunk
                 logits, chunk_targets = (
                     _logits(hidden[i : i + chunk_size], weight, temperature),
@@ -65,8 +64,9 @@ class _HeadLogprobs(torch.autograd.Function):
                 )
                 parts.append(stats(logits, chunk_targets, entropy))
                 if keep:  # d log p / d logits: the gradient of a unit incoming gradient
-                    ones = torch.ones_like(parts[-1][1])
-                    kept.append(unit_grad(logits, parts[-1][1], chunk_targets, ones, temperature, weight.dtype))
+                    chunk_log_z = parts[-1][1]
+                    ones = torch.ones_like(chunk_log_z)
+                    kept.append(unit_grad(logits, chunk_log_z, chunk_targets, ones, temperature, weight.dtype))
         logprobs, log_z, entropies = (torch.cat(p) if p[0] is not None else None for p in zip(*parts, strict=True))
         ctx.save_for_backward(hidden, weight, targets, log_z, *kept)
         ctx.temperature, ctx.chunk_size, ctx.compiled = temperature, chunk_size, compiled
@@ -78,7 +78,7 @@ class _HeadLogprobs(torch.autograd.Function):
     def backward(ctx, grad_logprobs: Tensor, _grad_entropy):
         hidden, weight, targets, log_z, *kept = ctx.saved_tensors
         size, temperature = ctx.chunk_size, ctx.temperature
-        logits_grad = _compiled(_chunk_logits_grad) if ctx.compiled else _chunk_logits_grad_
+        logits_grad = _logits_grad(ctx.compiled)
         grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
         summed = torch.promote_types(weight.dtype, torch.float32)  # the head's gradient, summed over chunks
         grad_weight = torch.zeros(weight.shape, dtype=summed, device=weight.device) if ctx.needs_input_grad[1] else None
@@ -120,6 +120,11 @@ def _chunk_logits_grad_(logits: Tensor, log_z: Tensor, targets: Tensor, g: Tenso
     """``_chunk_logits_grad`` computed in place in ``logits`` (eager: no second float32 [n, V] buffer)."""
     grad = logits.sub_(log_z[:, None]).exp_().mul_(-g[:, None]).scatter_add_(-1, targets[:, None], g[:, None])
     return grad.div_(temperature).to(dtype)
+
+
+def _logits_grad(compiled: bool):
+    """The chunk's d log p / d logits: compiled, or eager (written into the logits)."""
+    return _compiled(_chunk_logits_grad) if compiled else _chunk_logits_grad_
 
 
 @cache

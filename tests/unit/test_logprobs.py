@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from stable_rl.logprobs import sequence_logprobs, token_logprobs_and_entropy
+from stable_rl.logprobs import _chunk_logits_grad_, _logits_grad, sequence_logprobs, token_logprobs_and_entropy
 
 
 @pytest.mark.parametrize("keep_grad", [False, True])
@@ -167,3 +167,9 @@ def test_no_tokens_give_empty_logprobs_and_zero_gradients():
     logprobs.sum().backward()
     assert logprobs.shape == entropy.shape == (0,)
     assert torch.equal(weight.grad, torch.zeros_like(weight))
+
+
+def test_the_compiled_softmax_gradient_is_made_once_per_process():
+    """The forward (kept gradient) and the backward share one compiled function: another would compile again."""
+    assert _logits_grad(True) is _logits_grad(True)
+    assert _logits_grad(False) is _chunk_logits_grad_
