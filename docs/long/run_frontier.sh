@@ -1,6 +1,6 @@
 #!/bin/bash
 # The stability frontier on the long task (docs/long-task.md): MiniRL, w/o train-infer IS and the exact
-# control (recipes/long/frontier.yaml and its overlays) x the seeds given, three runs sharing one GPU, each
+# control (recipes/long/frontier.yaml and its overlays) x the seeds given, three runs sharing each GPU, each
 # at most 10 minutes of training; after the cold start (docs/long/run_cold_start.sh). Each run's metrics.csv is copied
 # into docs/long/frontier/logs/, and the figures and table are made from those committed logs.
 #   bash docs/long/run_frontier.sh 0              # one wave (~14 min: start it with docs/long/detached.sh), then the report

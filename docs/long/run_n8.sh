@@ -1,20 +1,25 @@
 #!/bin/bash
 # The long task's frontier off-policy at N = 8 (docs/long-task.md): no clip, clip without replay, clip + R2,
-# clip + R3 and the exact float32 control (clip, no replay), x the seeds given, three runs sharing one GPU,
+# clip + R3 and the exact float32 control (clip, no replay), x the seeds given, three runs sharing each GPU,
 # each at most 10 minutes of training; after the cold start (docs/long/run_cold_start.sh). Each run's
 # metrics.csv is copied into docs/long/n8/logs/, and the report is made from those committed logs.
 #   bash docs/long/run_n8.sh 0            # the runs (~14 min per three: start them with docs/long/detached.sh), then the report
+#   ARMS="noclip clip r2 r3" bash docs/long/run_n8.sh 1   # some of the arms (of noclip clip r2 r3 exact)
 #   bash docs/long/run_n8.sh --report     # the report again, from the committed logs alone
 set -euo pipefail
 source docs/paper/frontier/wave.sh
 out=docs/long/n8
 runs=${SAVE_DIR:-runs/long_n8}
 p=recipes/paper
-arms=("$p/noclip.yaml" ""  # clip, no replay: named frontier+n8
-  "$p/r2.yaml" "$p/r3.yaml" recipes/long/exact.yaml)
+declare -A arm=([noclip]=$p/noclip.yaml [clip]="" [r2]=$p/r2.yaml [r3]=$p/r3.yaml [exact]=recipes/long/exact.yaml)
+# clip is clip without replay, named frontier+n8
 if [ "${1:-}" != "--report" ]; then
   recipes=()
-  for a in "${arms[@]}"; do recipes+=("recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml${a:+ $a} recipes/long/n8.yaml"); done
+  for name in ${ARMS:-noclip clip r2 r3 exact}; do
+    [ -v "arm[$name]" ] || { echo "ARMS: no arm '$name' (noclip clip r2 r3 exact)" >&2 && exit 2; }
+    a=${arm[$name]}
+    recipes+=("recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml${a:+ $a} recipes/long/n8.yaml")
+  done
   wave "$out" "$runs" "${PARALLEL:-3}" "${*:-0}" "${recipes[@]}" ${FIT_ARGS:+-- $FIT_ARGS}  # FIT_ARGS: for every run
 fi
 python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --steps 48 --out "$out" --pair \

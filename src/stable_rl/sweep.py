@@ -91,9 +91,11 @@ def cpu_slots(parallel: int) -> list[Slot]:
     ]
 
 
-def execute(runs: list[Run], parallel: int = 1, gpus: int = 0, per_gpu: int = 1) -> list[int]:
-    """Run them, ``parallel`` at a time. With ``gpus``, each run goes to the GPU running the fewest
-    runs (at most ``per_gpu``); without, parallel runs get disjoint CPU cores. Returns the exit codes."""
+def execute(runs: list[Run], parallel: int | None = None, gpus: int = 0, per_gpu: int = 1) -> list[int]:
+    """Run them, ``parallel`` at a time (unset: as many as the GPUs hold, ``per_gpu`` each; one without GPUs).
+    With ``gpus``, each run goes to the GPU running the fewest runs (at most ``per_gpu``); without, parallel
+    runs get disjoint CPU cores. Returns the exit codes."""
+    parallel = parallel if parallel is not None else gpus * per_gpu if gpus else 1
     if per_gpu < 1 or parallel < 1:
         raise ValueError(f"--parallel {parallel} and --per-gpu {per_gpu} must be at least 1")
     slots = gpu_slots(gpus) if gpus else cpu_slots(parallel) if parallel > 1 else []
@@ -131,7 +133,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--save-dir", default="runs/sweep")
     parser.add_argument(
-        "--parallel", type=int, default=1, help="runs at a time (one GPU each where there are GPUs, else own CPU cores)"
+        "--parallel",
+        type=int,
+        help="runs at a time (default: --per-gpu on each visible GPU; without GPUs one, each parallel run on its own cores)",
     )
     parser.add_argument("--per-gpu", type=int, default=1, help="runs sharing one GPU (small models)")
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")

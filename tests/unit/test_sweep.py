@@ -60,10 +60,10 @@ def test_a_missing_recipe_is_named():
         plan(["recipes/minirl.yaml recipes/nope.yaml"], [0], "out", [])
 
 
-@pytest.mark.parametrize(("parallel", "per_gpu"), [(2, 1), (4, 2), (2, 2)])
+@pytest.mark.parametrize(("parallel", "per_gpu"), [(2, 1), (4, 2), (2, 2), (None, 3)])
 def test_parallel_runs_go_to_the_least_loaded_gpu(monkeypatch, parallel, per_gpu):
-    """Eight runs of uneven length, ``parallel`` at a time on two GPUs (the parent sees devices 5 and
-    7): the first wave is spread evenly (nothing ends before all of it has started), and no GPU ever
+    """Eight runs of uneven length, ``parallel`` at a time (unset: as many as the GPUs hold) on two GPUs (the
+    parent sees devices 5 and 7): the first wave is spread evenly (nothing ends before all of it has started), and no GPU ever
     runs more than ``per_gpu``. (A thread's entry into the fake run lags the sweep's choice, so the
     check counts from the runs' own entries, never from another thread's view.)"""
     import threading
@@ -71,7 +71,7 @@ def test_parallel_runs_go_to_the_least_loaded_gpu(monkeypatch, parallel, per_gpu
 
     from stable_rl import sweep
 
-    first_wave = min(parallel, 2 * per_gpu)
+    first_wave = min(parallel or 8, 2 * per_gpu)
     barrier = threading.Barrier(first_wave, timeout=10)
     running: dict[str, str] = {}
     entered, busiest = [], []

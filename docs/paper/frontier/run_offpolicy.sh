@@ -2,7 +2,7 @@
 # The off-policy stability frontier at N = 2, 4 or 8 (docs/paper-reproduction.md, "The stability frontier"):
 # mini-batches of 128 / N, the paper's arms (no clip, no clip + R2, clip + R2, clip + R3), clip without
 # replay and the exact float32 control (clip, no replay), at N = 8 also GRPO and CISPO, x the seeds given
-# (default 0 1 2), sharing one GPU; each run's metrics.csv is copied into docs/paper/frontier/nN/logs/, and
+# (default 0 1 2), sharing each GPU; each run's metrics.csv is copied into docs/paper/frontier/nN/logs/, and
 # the report is made from those logs.
 #   bash docs/paper/frontier/run_offpolicy.sh 4 0 1 2     # the runs, then the report
 #   bash docs/paper/frontier/run_offpolicy.sh 4 --report  # the report again, from the committed logs alone

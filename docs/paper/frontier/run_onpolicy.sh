@@ -1,6 +1,6 @@
 #!/bin/bash
 # The on-policy stability frontier (docs/paper-reproduction.md, "The stability frontier"): 7 variants x
-# the seeds given (default 0 1 2), 7 runs at a time sharing one GPU; each run's metrics.csv is copied into
+# the seeds given (default 0 1 2), 7 runs at a time sharing each GPU; each run's metrics.csv is copied into
 # docs/paper/frontier/onpolicy/logs/, and the figures and table are made from those committed logs.
 #   bash docs/paper/frontier/run_onpolicy.sh 0 1 2     # the runs (one H100: ~8 min per seed), then the report
 #   bash docs/paper/frontier/run_onpolicy.sh --report  # the report again, from the committed logs alone

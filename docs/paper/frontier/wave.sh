@@ -1,9 +1,10 @@
-# Sourced by run_*.sh. wave OUT SAVE_DIR PARALLEL "SEEDS" RECIPE...: the recipes x seeds, PARALLEL runs
-# sharing one GPU, then each run's metrics.csv copied into OUT/logs/<run>/version_0/, where git keeps it.
+# Sourced by run_*.sh. wave OUT SAVE_DIR PER_GPU "SEEDS" RECIPE...: the recipes x seeds, PER_GPU runs sharing
+# each GPU that CUDA_VISIBLE_DEVICES shows (every GPU where unset), then each run's metrics.csv copied into
+# OUT/logs/<run>/version_0/, where git keeps it.
 wave() {
-  local out=$1 runs=$2 parallel=$3 seeds=$4
+  local out=$1 runs=$2 per_gpu=$3 seeds=$4
   shift 4
-  python3 -m stable_rl.sweep --parallel "$parallel" --per-gpu "$parallel" --seeds $seeds --save-dir "$runs" \
+  python3 -m stable_rl.sweep --per-gpu "$per_gpu" --seeds $seeds --save-dir "$runs" \
     --recipes "$@" || true  # a failed run is named by the sweep; the others still count
   for csv in "$runs"/*/version_0/metrics.csv; do
     [ -f "$csv" ] || continue  # no run wrote a log: not a run named '*'
