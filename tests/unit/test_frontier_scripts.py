@@ -32,6 +32,22 @@ def python3_as(tmp_path: Path, body: str) -> dict:
     return os.environ | {"PATH": f"{python.parent}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT / "src")}
 
 
+def recording_sweep(tmp_path: Path, calls: Path) -> dict:
+    """An environment whose sweep prints its commands (``--dry-run``) into ``calls`` and whose report records
+    its arguments there, in a checkout with the recipes (the sweep checks that each recipe file exists)."""
+    env = python3_as(
+        tmp_path,
+        f'if [ "$2" = stable_rl.sweep ]; then "{sys.executable}" "$@" --dry-run >> "{calls}"; '
+        f'else echo "$@" >> "{calls}"; fi',
+    )
+    shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
+    for folder in ("docs/paper/frontier", "docs/long"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        for path in (ROOT / folder).glob("*.sh"):
+            shutil.copy(path, tmp_path / folder)
+    return env | {"SAVE_DIR": str(tmp_path / "runs")}
+
+
 @pytest.mark.parametrize(
     ("script", "args", "folder"),
     [
@@ -40,6 +56,7 @@ def python3_as(tmp_path: Path, body: str) -> dict:
         ("docs/paper/frontier/run_fp4.sh", ["--report"], "docs/paper/frontier/fp4"),
         ("docs/long/run_frontier.sh", ["--report"], "docs/long/frontier"),
         ("docs/long/run_frontier.sh", ["--report", "docs/long/frontier/preview"], "docs/long/frontier/preview"),
+        ("docs/long/run_n8.sh", ["--report"], "docs/long/n8"),
     ],
 )
 def test_a_frontier_report_remakes_its_committed_table(tmp_path, script, args, folder):
@@ -59,18 +76,9 @@ def test_the_off_policy_pairs_name_the_runs_the_sweep_makes(tmp_path, n):
     """run_offpolicy.sh N: every variant of a pair it judges is a run name that stable_rl.sweep gives its
     arms (a misspelt pair would read 'no' in the table, with no run behind it)."""
     calls = tmp_path / "calls"
-    env = python3_as(  # records the sweep's run names and the report's pairs, runs nothing
-        tmp_path,
-        f'if [ "$2" = stable_rl.sweep ]; then "{sys.executable}" "$@" --dry-run >> "{calls}"; '
-        f'else echo "$@" >> "{calls}"; fi',
-    )
-    env |= {"SAVE_DIR": str(tmp_path / "runs")}
-    shutil.copytree(ROOT / "recipes", tmp_path / "recipes")  # the sweep checks that each recipe file exists
-    (tmp_path / "frontier").mkdir()
-    for path in (ROOT / "docs" / "paper" / "frontier").glob("*.sh"):
-        shutil.copy(path, tmp_path / "frontier")
-    script = tmp_path / "frontier" / "run_offpolicy.sh"
-    done = subprocess.run(["bash", str(script), str(n), "0"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    env = recording_sweep(tmp_path, calls)  # records the sweep's run names and the report's pairs, runs nothing
+    script = "docs/paper/frontier/run_offpolicy.sh"
+    done = subprocess.run(["bash", script, str(n), "0"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     lines = calls.read_text().splitlines()
     names = {
@@ -80,6 +88,39 @@ def test_the_off_policy_pairs_name_the_runs_the_sweep_makes(tmp_path, n):
     pairs = report_call.split("--pair ", 1)[1].split()
     assert len(names) == (8 if n == 8 else 6) and len(pairs) == (10 if n == 8 else 8)
     assert {v for pair in pairs for v in pair.split(":")} <= names
+
+
+@pytest.mark.parametrize(
+    ("arms", "names"),
+    [
+        (None, ["frontier+noclip+n8", "frontier+n8", "frontier+r2+n8", "frontier+r3+n8", "frontier+exact+n8"]),
+        ("exact r3", ["frontier+exact+n8", "frontier+r3+n8"]),
+    ],
+)
+def test_the_long_n8_script_runs_the_arms_asked_for_and_its_pairs_name_its_runs(tmp_path, arms, names):
+    """run_n8.sh SEEDS: every arm (or those ARMS names, in its order) x the seeds, three runs sharing each GPU,
+    and every variant of a pair the report judges is a run name the sweep gives one of the five arms."""
+    calls = tmp_path / "calls"
+    env = recording_sweep(tmp_path, calls) | ({"ARMS": arms} if arms else {})
+    done = subprocess.run(
+        ["bash", "docs/long/run_n8.sh", "1", "2"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    lines = calls.read_text().splitlines()
+    runs = [arg.split("=", 1)[1] for line in lines for arg in line.split() if "logger.init_args.name=" in arg]
+    assert runs == [f"{name}-s{seed}" for name in names for seed in (1, 2)]
+    assert all(line.count("--config=recipes/long/n8.yaml") == 1 for line in lines[:-1])
+    (report_call,) = [line for line in lines if line.startswith("-m stable_rl.report")]
+    pairs = {v for pair in report_call.split("--pair ", 1)[1].split() for v in pair.split(":")}
+    assert pairs == {"frontier+noclip+n8", "frontier+n8", "frontier+r2+n8", "frontier+r3+n8", "frontier+exact+n8"}
+
+
+def test_the_long_n8_script_names_an_unknown_arm(tmp_path):
+    calls = tmp_path / "calls"
+    env = recording_sweep(tmp_path, calls) | {"ARMS": "clip r4"}
+    done = subprocess.run(["bash", "docs/long/run_n8.sh", "0"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and "ARMS: no arm 'r4' (noclip clip r2 r3 exact)" in done.stderr
+    assert not calls.exists()  # nothing ran
 
 
 def fixed_rate_checkout(tmp_path: Path, calls: Path) -> dict[str, str]:
