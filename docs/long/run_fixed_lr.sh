@@ -1,8 +1,9 @@
 #!/bin/bash
 # Fixed learning rates on the long task (docs/long-task.md, "Left for the next waves"): MiniRL with the
 # frontier's settings and no ramp (recipes/long/fixed_lr.yaml), one run per RATE given (default 1e-6 2e-6 4e-6),
-# or per RATE:OVERLAY (another arm at that rate, e.g. 2e-6:recipes/long/exact.yaml, the float32 control), all
-# sharing one GPU, seed SEED (default 0), each at most 15 minutes of training; after the cold start (docs/long/run_cold_start.sh).
+# or per RATE:OVERLAY (another arm at that rate, e.g. 2e-6:recipes/long/exact.yaml, the float32 control), dealt
+# in turn to the GPUs CUDA_VISIBLE_DEVICES names (every GPU where unset: all the runs share one GPU only on a
+# machine of one), seed SEED (default 0), each at most 15 minutes of training; after the cold start (docs/long/run_cold_start.sh).
 # Each run's metrics.csv (and its console.log as console.txt.gz, machine paths removed) is copied into
 # OUT_DIR/logs/lrRATE[+overlay]/version_0/ (OUT_DIR: default docs/long/fixed_lr; each
 # wave on its own cold start has its own, e.g. docs/long/fixed_lr/wave1), and the figures and table are made from
@@ -24,12 +25,19 @@ name() {  # RATE[:OVERLAY] -> lrRATE[+overlay stem]
 }
 if [ "${1:-}" != "--report" ]; then
   specs=("${@:-1e-6 2e-6 4e-6}")
-  pids=() started=() failed=()
+  pids=() started=() failed=() gpus=()
+  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+    IFS=, read -ra gpus <<< "$CUDA_VISIBLE_DEVICES"
+  elif command -v nvidia-smi > /dev/null; then
+    mapfile -t gpus < <(nvidia-smi --query-gpu=index --format=csv,noheader)
+  fi
   for spec in ${specs[*]}; do
     lr=${spec%%:*} overlay=${spec#"${spec%%:*}"}
     rm -rf "${runs:?}/$(name "$spec")"  # a run started again would log to version_1; version_0 is copied
     rm -rf "${out:?}/logs/$(name "$spec")"  # nor may a run that dies before logging be reported from an earlier one
-    python3 -m stable_rl.sweep --seeds "${SEED:-0}" --save-dir "$runs/$(name "$spec")" \
+    on_gpu=()  # each sweep runs one run, which its own sweep would put on the first GPU: the script deals them
+    [ ${#gpus[@]} -eq 0 ] || on_gpu=(env "CUDA_VISIBLE_DEVICES=${gpus[${#pids[@]} % ${#gpus[@]}]}")
+    "${on_gpu[@]}" python3 -m stable_rl.sweep --seeds "${SEED:-0}" --save-dir "$runs/$(name "$spec")" \
       --recipes "recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml recipes/long/fixed_lr.yaml${overlay:+ ${overlay#:}}" \
       -- "--model.init_args.optimizer.init_args.lr=$lr" ${FIT_ARGS:-} &  # FIT_ARGS: for every run
     pids+=($!) started+=("$(name "$spec")")

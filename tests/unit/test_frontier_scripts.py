@@ -125,13 +125,15 @@ def test_the_long_n8_script_names_an_unknown_arm(tmp_path):
 
 def fixed_rate_checkout(tmp_path: Path, calls: Path) -> dict[str, str]:
     """A checkout with run_fixed_lr.sh and the recipes, and an environment whose sweep records its commands in
-    ``calls`` and writes a one-row log, the last argument's value (the rate, or FIT_ARGS' last) as the reward."""
+    ``calls`` (and each run's GPU in ``calls.gpus``) and writes a one-row log, the last argument's value (the
+    rate, or FIT_ARGS' last) as the reward."""
     log = "$dir/frontier+fixed_lr-s0/version_0"
     env = python3_as(
         tmp_path,
         f'if [ "$2" = stable_rl.sweep ]; then shift 2; for a; do last=${{a#*=}}; done\n'
         f'"{sys.executable}" -m stable_rl.sweep --dry-run "$@" >> "{calls}"\n'
         f'dir=$(echo "$@" | sed "s/.*--save-dir \\([^ ]*\\).*/\\1/"); mkdir -p "{log}"\n'
+        f'echo "${{dir##*/}} ${{CUDA_VISIBLE_DEVICES:-unset}}" >> "{calls}.gpus"\n'
         f'printf "step,train/reward\\n0,%s\\n" "$last" > "{log}/metrics.csv"\n'
         f'printf "from $PWD/example.py\\nat /opt/v/lib/python3.12/site-packages/torch/b.py:3: W\\n'
         f'in /wheels/target/vllm/c.py\\n" > "{log}/console.log"\n'
@@ -172,6 +174,34 @@ def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
         assert rows[1] == f"0,{rate}"  # the run's log: its rate, as the fake wrote it
         assert f"| train/reward | {name}/version_0 | {float(rate):.4g} | 0 |" in report_md
     assert "exact" not in commands["runs/long_fixed_lr/lr3e-6"]
+
+
+@pytest.mark.parametrize(
+    ("visible", "smi", "expected"),
+    [
+        ("5,7", "", ["5", "7", "5"]),  # the GPUs CUDA_VISIBLE_DEVICES names
+        (None, "0\n1\n", ["0", "1", "0"]),  # unset: every GPU of the machine
+        (None, "", ["unset"] * 3),  # no GPU: none named
+    ],
+)
+def test_the_fixed_rate_script_deals_its_runs_to_the_visible_gpus(tmp_path, visible, smi, expected):
+    """Each rate is a sweep of one run, which its sweep alone would put on the first GPU: the script gives the
+    runs the visible GPUs in turn (``nvidia-smi`` here a script printing the machine's GPU indices)."""
+    calls = tmp_path / "calls"
+    env = fixed_rate_checkout(tmp_path, calls)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    if visible:
+        env["CUDA_VISIBLE_DEVICES"] = visible
+    smi_script = tmp_path / "bin" / "nvidia-smi"
+    smi_script.write_text(f"#!/bin/sh\nprintf '{smi}'\n")
+    smi_script.chmod(0o755)
+    specs = ["1e-6", "2e-6", "2e-6:recipes/long/exact.yaml"]
+    done = subprocess.run(
+        ["bash", "docs/long/run_fixed_lr.sh", *specs], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    gpus = dict(line.split() for line in Path(f"{calls}.gpus").read_text().splitlines())
+    assert gpus == dict(zip(["lr1e-6", "lr2e-6", "lr2e-6+exact"], expected, strict=True))
 
 
 def test_the_fixed_rate_script_writes_a_wave_to_its_own_folder_and_passes_fit_args_to_every_run(tmp_path):
