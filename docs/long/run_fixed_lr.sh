@@ -26,10 +26,10 @@ name() {  # RATE[:OVERLAY] -> lrRATE[+overlay stem]
 if [ "${1:-}" != "--report" ]; then
   specs=("${@:-1e-6 2e-6 4e-6}")
   pids=() started=() failed=() gpus=()
-  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
-    IFS=, read -ra gpus <<< "$CUDA_VISIBLE_DEVICES"
-  elif command -v nvidia-smi > /dev/null; then
-    mapfile -t gpus < <(nvidia-smi --query-gpu=index --format=csv,noheader)
+  if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then  # set, even empty (no GPU): the GPUs it names
+    IFS=, read -ra gpus <<< "${CUDA_VISIBLE_DEVICES// /}"
+  elif command -v nvidia-smi > /dev/null; then  # unset: every GPU of the machine (an error prints no index)
+    mapfile -t gpus < <(nvidia-smi --query-gpu=index --format=csv,noheader 2> /dev/null | grep -E '^[0-9]+$' || true)
   fi
   for spec in ${specs[*]}; do
     lr=${spec%%:*} overlay=${spec#"${spec%%:*}"}

@@ -14,12 +14,15 @@ p=recipes/paper
 declare -A arm=([noclip]=$p/noclip.yaml [clip]="" [r2]=$p/r2.yaml [r3]=$p/r3.yaml [exact]=recipes/long/exact.yaml)
 # clip is clip without replay, named frontier+n8
 if [ "${1:-}" != "--report" ]; then
-  recipes=()
-  for name in ${ARMS:-noclip clip r2 r3 exact}; do
+  recipes=() chosen=" "
+  for name in ${ARMS-noclip clip r2 r3 exact}; do
     [ -v "arm[$name]" ] || { echo "ARMS: no arm '$name' (noclip clip r2 r3 exact)" >&2 && exit 2; }
+    [[ $chosen != *" $name "* ]] || { echo "ARMS: '$name' twice (its runs would share one log)" >&2 && exit 2; }
+    chosen+="$name "
     a=${arm[$name]}
     recipes+=("recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml${a:+ $a} recipes/long/n8.yaml")
   done
+  [ ${#recipes[@]} -gt 0 ] || { echo "ARMS: no arm named (of noclip clip r2 r3 exact)" >&2 && exit 2; }
   wave "$out" "$runs" "${PARALLEL:-3}" "${*:-0}" "${recipes[@]}" ${FIT_ARGS:+-- $FIT_ARGS}  # FIT_ARGS: for every run
 fi
 python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --steps 48 --out "$out" --pair \

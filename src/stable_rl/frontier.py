@@ -95,12 +95,14 @@ def separated(unstable: list[Outcome], stable: list[Outcome], ratio: float = 2.0
     ) >= ratio * median_lr(unstable)
 
 
-def verdict(unstable: list[Outcome], stable: list[Outcome]) -> str:
-    """The rule's answer for a pair as the table prints it: "yes", "no", or none while a cut-off seed could
-    still decide it. A cut-off run would have collapsed, if at all, above the last rate it reached; the rule
+def verdict(unstable: list[Outcome], stable: list[Outcome], seeds: int = 1) -> str:
+    """The rule's answer for a pair as the table prints it: "yes", "no", or none while a variant has fewer
+    runs than the ``seeds`` the rule was stated for, or while a cut-off seed could still decide it. A cut-off run would have collapsed, if at all, above the last rate it reached; the rule
     favours separation most when the unstable variant's cut-off runs collapse right there and the stable
     one's survive, least in the opposite case. If both agree, no outcome of the cut-off runs changes the answer
     (a control stopped by a time limit far above the other variant's collapses still separates from it)."""
+    if (fewest := min(len(unstable), len(stable))) < seeds:
+        return f"no verdict ({fewest} of {seeds} seeds)"
     if not any(o.cut_off for o in unstable + stable):
         return "yes" if separated(unstable, stable) else "no"
 
@@ -125,8 +127,9 @@ def by_variant(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:
     return variants
 
 
-def table(outcomes: list[Outcome], pairs: list[tuple[str, str]]) -> str:
-    """Markdown: one row per variant (each seed's collapse, the median) and one per pair judged."""
+def table(outcomes: list[Outcome], pairs: list[tuple[str, str]], seeds: int = 1) -> str:
+    """Markdown: one row per variant (each seed's collapse, the median) and one per pair judged (``verdict``
+    with the ``seeds`` the rule needs)."""
     lines = [
         "| variant | seeds | collapses (step: lr, sign) | survivors (last step: lr) | cut off (last step: lr) "
         "| median collapse lr |",
@@ -146,7 +149,7 @@ def table(outcomes: list[Outcome], pairs: list[tuple[str, str]]) -> str:
         for unstable, stable in pairs:
             a, b = variants.get(unstable, []), variants.get(stable, [])
             ratio = median_lr(b) / median_lr(a) if a and b else math.nan
-            lines.append(f"| {unstable} | {stable} | {ratio:.3g} | {verdict(a, b)} |")
+            lines.append(f"| {unstable} | {stable} | {ratio:.3g} | {verdict(a, b, seeds)} |")
     return "\n".join(lines)
 
 
@@ -231,8 +234,11 @@ def plot_aligned(runs: dict[str, dict], outcomes: dict[str, Outcome], path: Path
     plt.close(fig)
 
 
-def frontier_report(run_dirs: list[Path], out: Path, pairs: list[tuple[str, str]], steps: int = 200) -> list[Outcome]:
-    """Write ``frontier.png``, ``aligned.png``, ``heldout.png`` and ``frontier.md`` into ``out``."""
+def frontier_report(
+    run_dirs: list[Path], out: Path, pairs: list[tuple[str, str]], steps: int = 200, seeds: int = 3
+) -> list[Outcome]:
+    """Write ``frontier.png``, ``aligned.png``, ``heldout.png`` and ``frontier.md`` into ``out``; a pair is judged
+    once each of its variants has ``seeds`` runs (the rule was stated for three)."""
     labels = [d.parent.name for d in run_dirs]
     if len(set(labels)) < len(labels):
         raise ValueError("two runs share a name: pass one version directory per <variant>-s<seed>")
@@ -246,7 +252,7 @@ def frontier_report(run_dirs: list[Path], out: Path, pairs: list[tuple[str, str]
     )
     if heldout:
         plot_family(runs, heldout, out / "heldout.png")
-    body = table(list(outcomes.values()), pairs) + "\n\nBefore the collapse (means over steps, then seeds):\n\n"
+    body = table(list(outcomes.values()), pairs, seeds) + "\n\nBefore the collapse (means over steps, then seeds):\n\n"
     body += health_table(runs, outcomes)
     figures = "![frontier](frontier.png)\n\n![aligned](aligned.png)" + (
         "\n\n![heldout](heldout.png)" if heldout else ""

@@ -140,6 +140,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--frontier", action="store_true", help="the runs ramp the learning rate: where each collapsed")
     parser.add_argument("--steps", type=int, default=200, help="--frontier: global steps a surviving run reaches")
     parser.add_argument(
+        "--seeds", type=int, default=3, help="--frontier: runs of each variant the decision rule needs to judge a pair"
+    )
+    parser.add_argument(
         "--pair", nargs="*", default=[], metavar="UNSTABLE:STABLE", help="variants to judge by the decision rule"
     )
     args = parser.parse_args(argv)
@@ -149,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         pairs = [tuple(pair.split(":", 1)) for pair in args.pair]
         if bad := [pair for pair in pairs if len(pair) != 2]:
             parser.error(f"--pair takes UNSTABLE:STABLE variant names, got {bad}")
-        outcomes = frontier_report(args.runs, args.out, pairs, args.steps)
+        outcomes = frontier_report(args.runs, args.out, pairs, args.steps, args.seeds)
         print(f"wrote frontier.png, aligned.png and frontier.md for {len(outcomes)} runs to {args.out}")
         return
     plotted = report(args.runs, args.out)

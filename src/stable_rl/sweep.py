@@ -1,6 +1,7 @@
-"""Run recipes x seeds, one ``stable-rl fit`` each: in sequence, or ``--parallel K`` at a time with one
-GPU each where there are GPUs (``--per-gpu M``: up to M runs share a GPU), else each on its own CPU cores. Each run logs to ``<save_dir>/<name>-s<seed>``; the version
-directories are printed at the end for ``stable-rl-report``.
+"""Run recipes x seeds, one ``stable-rl fit`` each. Where there are GPUs, ``--per-gpu M`` runs share each visible GPU
+(all at once unless ``--parallel K`` caps them); without GPUs in sequence, or ``--parallel K`` at a time, each on
+its own CPU cores. Each run logs to ``<save_dir>/<name>-s<seed>``; the version directories are printed at the end
+for ``stable-rl-report``.
 
     stable-rl-sweep --recipes "recipes/minirl.yaml" "recipes/minirl.yaml recipes/paper/minirl_no_is.yaml" \\
         --seeds 0 1 -- --trainer.max_steps=100

@@ -94,6 +94,15 @@ def test_the_tables_verdict_tells_a_cut_off_pair_from_a_separation_that_failed()
     assert verdict([fell(1), fell(2), replace(cut, last_lr=0.5)], [fell(4), fell(4)]) == "no verdict (a seed cut off)"
 
 
+def test_a_pair_is_judged_only_with_the_seeds_the_rule_was_stated_for():
+    """One seed apart by 3x is a "yes" of the bare rule, but the rule was stated for three seeds: no verdict,
+    and the count names the variant with the fewest runs."""
+    assert verdict([fell(1)], [fell(3)]) == "yes"
+    assert verdict([fell(1)], [fell(3)], seeds=3) == "no verdict (1 of 3 seeds)"
+    assert verdict([fell(1), fell(2), fell(3)], [fell(4), fell(9)], seeds=3) == "no verdict (2 of 3 seeds)"
+    assert verdict([fell(1), fell(2), fell(3)], [fell(4), fell(5), fell(6)], seeds=3) == "yes"
+
+
 def test_frontier_report_writes_the_figures_and_the_table(tmp_path, capsys):
     runs = [
         write_run(tmp_path, "no_is-s0", ramp({2: "kl_spike"})),
@@ -102,7 +111,8 @@ def test_frontier_report_writes_the_figures_and_the_table(tmp_path, capsys):
         write_run(tmp_path, "minirl-s1", ramp()),
     ]
     runs.append(write_run(tmp_path, "minirl-s2", ramp(steps=3)))  # cut off at step 2 of 5
-    main([*map(str, runs), "--out", str(tmp_path / "out"), "--frontier", "--steps", "5", "--pair", "no_is:minirl"])
+    pair = ["--pair", "no_is:minirl"]
+    main([*map(str, runs), "--out", str(tmp_path / "out"), "--frontier", "--steps", "5", "--seeds", "2", *pair])
     assert "for 5 runs" in capsys.readouterr().out
     for figure in ("frontier", "aligned"):
         assert (tmp_path / "out" / f"{figure}.png").read_bytes()[:4] == b"\x89PNG"
@@ -113,6 +123,8 @@ def test_frontier_report_writes_the_figures_and_the_table(tmp_path, capsys):
     assert "| no_is | minirl | inf | no verdict (a seed cut off) |" in text  # minirl-s2 was cut off
     # no_is-s0's steps 0, 1 (collapse at 2) and no_is-s1's step 0 had no train/kl_k3 columns: "-"
     assert "| no_is | - | - | - | - |" in text
+    main([*map(str, runs), "--out", str(tmp_path / "out"), "--frontier", "--steps", "5", *pair])  # three seeds
+    assert "| no_is | minirl | inf | no verdict (2 of 3 seeds) |" in (tmp_path / "out" / "frontier.md").read_text()
 
 
 def test_a_malformed_pair_is_refused(tmp_path):

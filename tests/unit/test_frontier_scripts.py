@@ -115,11 +115,19 @@ def test_the_long_n8_script_runs_the_arms_asked_for_and_its_pairs_name_its_runs(
     assert pairs == {"frontier+noclip+n8", "frontier+n8", "frontier+r2+n8", "frontier+r3+n8", "frontier+exact+n8"}
 
 
-def test_the_long_n8_script_names_an_unknown_arm(tmp_path):
+@pytest.mark.parametrize(
+    ("arms", "error"),
+    [
+        ("clip r4", "ARMS: no arm 'r4' (noclip clip r2 r3 exact)"),
+        ("r3 clip r3", "ARMS: 'r3' twice (its runs would share one log)"),
+        (" ", "ARMS: no arm named (of noclip clip r2 r3 exact)"),
+    ],
+)
+def test_the_long_n8_script_names_a_wrong_arm_list(tmp_path, arms, error):
     calls = tmp_path / "calls"
-    env = recording_sweep(tmp_path, calls) | {"ARMS": "clip r4"}
+    env = recording_sweep(tmp_path, calls) | {"ARMS": arms}
     done = subprocess.run(["bash", "docs/long/run_n8.sh", "0"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode == 2 and "ARMS: no arm 'r4' (noclip clip r2 r3 exact)" in done.stderr
+    assert done.returncode == 2 and error in done.stderr
     assert not calls.exists()  # nothing ran
 
 
@@ -182,6 +190,8 @@ def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
         ("5,7", "", ["5", "7", "5"]),  # the GPUs CUDA_VISIBLE_DEVICES names
         (None, "0\n1\n", ["0", "1", "0"]),  # unset: every GPU of the machine
         (None, "", ["unset"] * 3),  # no GPU: none named
+        ("", "0\n1\n", ["unset"] * 3),  # set empty: no GPU, whatever the machine has
+        (" 3, 4", "", ["3", "4", "3"]),  # spaces dropped
     ],
 )
 def test_the_fixed_rate_script_deals_its_runs_to_the_visible_gpus(tmp_path, visible, smi, expected):
@@ -190,7 +200,7 @@ def test_the_fixed_rate_script_deals_its_runs_to_the_visible_gpus(tmp_path, visi
     calls = tmp_path / "calls"
     env = fixed_rate_checkout(tmp_path, calls)
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    if visible:
+    if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
     smi_script = tmp_path / "bin" / "nvidia-smi"
     smi_script.write_text(f"#!/bin/sh\nprintf '{smi}'\n")

@@ -130,3 +130,30 @@ def test_parallel_runs_on_cpu_get_disjoint_cores(monkeypatch):
     assert sweep.execute(runs, parallel=2, gpus=0) == [0] * 4
     assert shared == [False] * 4 and pinned == [("2", True)] * 4
     assert [s.cpus for s in sweep.cpu_slots(2)] == [(0, 1), (2, 3)]
+
+
+def test_without_gpus_and_parallel_the_runs_go_one_at_a_time(monkeypatch):
+    """No GPU and no ``--parallel``: one run at a time, none pinned (the CPU default; on GPUs the default is
+    every slot at once)."""
+    import threading
+    import time
+
+    from stable_rl import sweep
+
+    running, most, pinned = [0], [0], []
+    lock = threading.Lock()
+
+    def fake_run(command, env, preexec_fn=None):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            pinned.append(preexec_fn is not None)
+        time.sleep(0.02)
+        with lock:
+            running[0] -= 1
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(sweep.subprocess, "run", fake_run)
+    runs = plan(["recipes/minirl.yaml"], list(range(3)), "out", [])
+    assert sweep.execute(runs, gpus=0) == [0] * 3
+    assert most == [1] and pinned == [False] * 3

@@ -1,6 +1,6 @@
 # Sourced by run_*.sh. wave OUT SAVE_DIR PER_GPU "SEEDS" RECIPE...: the recipes x seeds, PER_GPU runs sharing
 # each GPU that CUDA_VISIBLE_DEVICES shows (every GPU where unset), then each run's metrics.csv copied into
-# OUT/logs/<run>/version_0/, where git keeps it.
+# OUT/logs/<run>/version_0/, where git keeps it. (A GPU machine's: without a GPU the runs go one at a time.)
 wave() {
   local out=$1 runs=$2 per_gpu=$3 seeds=$4
   shift 4
