@@ -14,11 +14,12 @@ p=recipes/paper
 declare -A arm=([noclip]=$p/noclip.yaml [clip]="" [r2]=$p/r2.yaml [r3]=$p/r3.yaml [exact]=recipes/long/exact.yaml)
 # clip is clip without replay, named frontier+n8
 if [ "${1:-}" != "--report" ]; then
-  recipes=() chosen=" "
+  recipes=()
+  declare -A chosen=()
   for name in ${ARMS-noclip clip r2 r3 exact}; do
     [ -v "arm[$name]" ] || { echo "ARMS: no arm '$name' (noclip clip r2 r3 exact)" >&2 && exit 2; }
-    [[ $chosen != *" $name "* ]] || { echo "ARMS: '$name' twice (its runs would share one log)" >&2 && exit 2; }
-    chosen+="$name "
+    [ ! -v "chosen[$name]" ] || { echo "ARMS: '$name' twice (its runs would share one log)" >&2 && exit 2; }
+    chosen[$name]=1
     a=${arm[$name]}
     recipes+=("recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml${a:+ $a} recipes/long/n8.yaml")
   done

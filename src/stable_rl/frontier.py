@@ -97,9 +97,10 @@ def separated(unstable: list[Outcome], stable: list[Outcome], ratio: float = 2.0
 
 def verdict(unstable: list[Outcome], stable: list[Outcome], seeds: int = 1) -> str:
     """The rule's answer for a pair as the table prints it: "yes", "no", or none while a variant has fewer
-    runs than the ``seeds`` the rule was stated for, or while a cut-off seed could still decide it. A cut-off run would have collapsed, if at all, above the last rate it reached; the rule
-    favours separation most when the unstable variant's cut-off runs collapse right there and the stable
-    one's survive, least in the opposite case. If both agree, no outcome of the cut-off runs changes the answer
+    runs than the ``seeds`` the rule was stated for, or while a cut-off seed could still decide it. A cut-off
+    run would have collapsed, if at all, above the last rate it reached; the rule favours separation most when
+    the unstable variant's cut-off runs collapse right there and the stable one's survive, least in the
+    opposite case. If both agree, no outcome of the cut-off runs changes the answer
     (a control stopped by a time limit far above the other variant's collapses still separates from it)."""
     if (fewest := min(len(unstable), len(stable))) < seeds:
         return f"no verdict ({fewest} of {seeds} seeds)"
