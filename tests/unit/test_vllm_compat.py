@@ -7,6 +7,7 @@ import inspect
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -574,6 +575,67 @@ def test_an_in_process_engine_has_the_parts_shut_down_releases():
     for method in (StructuredOutputManager.clear_backend, Executor.shutdown, Scheduler.shutdown):
         assert callable(method)
     assert callable(parallel_state.destroy_model_parallel) and callable(envs.disable_envs_cache)
+
+
+def _executor_with_workers(sleep_error: AssertionError | None):
+    """vLLM's own executor bookkeeping (sleep, wake_up) over stand-in workers that record each call and may
+    fail the worker's sleep check after sleeping, as vLLM's worker does."""
+    from vllm.v1.executor.abstract import Executor
+
+    class RecordingExecutor(Executor):
+        def __init__(self) -> None:  # the bookkeeping's state only
+            self.sleeping_tags, self.calls = set(), []
+            if not isinstance(
+                getattr(Executor, "is_sleeping", None), property
+            ):  # vLLM 0.26's flag (0.32: sleeping_tags)
+                self.is_sleeping = False
+
+        def collective_rpc(self, method, timeout=None, args=(), kwargs=None, **_):
+            self.calls.append(method)
+            if method == "sleep" and sleep_error is not None:
+                raise sleep_error
+
+        _init_executor = check_health = lambda self: None
+
+    executor = RecordingExecutor()
+    core = SimpleNamespace(model_executor=executor)
+    llm = SimpleNamespace(sleep=lambda level: executor.sleep(level))
+    llm.llm_engine = SimpleNamespace(engine_core=SimpleNamespace(engine_core=core))
+    return llm, executor
+
+
+def test_a_sleep_failing_vllms_shared_gpu_check_leaves_the_engine_asleep_and_wakeable():
+    """Two of 18 runs sharing an H200 died at a sleep mid-run: vLLM's worker had released its memory, then
+    read less free device memory than before (another run allocating). ``sleep_engine`` keeps such a run: the
+    executor is marked asleep, so vLLM's wake_up maps the memory again; without it the wake-up is skipped."""
+    pytest.importorskip("vllm")
+    from stable_rl.rollout.vllm_compat import SHARED_GPU_SLEEP_CHECK, sleep_engine
+
+    worker = Path(
+        importlib.util.find_spec("vllm.v1.worker.gpu_worker").origin
+    ).read_text()  # not imported: torch.jit warns
+    assert f'assert freed_bytes >= 0, "{SHARED_GPU_SLEEP_CHECK}."' in worker  # vLLM's own check and message
+    shared = AssertionError(f"{SHARED_GPU_SLEEP_CHECK}.")
+    llm, executor = _executor_with_workers(shared)
+    with pytest.raises(AssertionError):  # what vLLM alone does: the executor stays marked awake
+        llm.sleep(level=2)
+    executor.wake_up(tags=["weights"])
+    assert executor.calls == ["sleep"]  # the wake-up was skipped: the engine would run on released memory
+
+    llm, executor = _executor_with_workers(shared)
+    sleep_engine(llm, level=2)
+    assert executor.calls == ["sleep"] and "collective_rpc" not in vars(executor)  # the workers slept once
+    executor.wake_up(tags=["weights"])
+    executor.wake_up(tags=["kv_cache"])
+    assert executor.calls == ["sleep", "wake_up", "wake_up"]
+
+    llm, executor = _executor_with_workers(AssertionError("another check"))
+    with pytest.raises(AssertionError, match="another check"):
+        sleep_engine(llm, level=2)
+    llm, executor = _executor_with_workers(None)
+    sleep_engine(llm, level=2)
+    executor.wake_up()
+    assert executor.calls == ["sleep", "wake_up"]
 
 
 def test_the_loggers_the_engine_quiets_are_vllm_modules():

@@ -28,6 +28,7 @@ from stable_rl.rollout.vllm_compat import (
     release_graphs,
     set_external_launcher_ranks,
     shut_down,
+    sleep_engine,
 )
 from stable_rl.rollout.vllm_routes import NUMPY_ROUTE_DTYPE, VLLMRouteCapture
 from stable_rl.routing import moe_layers_of
@@ -324,7 +325,7 @@ class VLLMEngine(RolloutEngine):
     def sleep(self) -> None:
         """Free the KV cache and the weights (vLLM's sleep level 2) until the next sync, if ``sleep_mode``."""
         if self.running and not self.asleep and self._sleeps(self.platform):
-            self.llm.sleep(level=2)
+            sleep_engine(self.llm, level=2)
             self.sleeping, self.version = ("weights", "kv_cache"), None  # no weights held: the next sync loads all
 
     def _wake(self, *tags: str) -> None:
