@@ -53,6 +53,7 @@ def recording_sweep(tmp_path: Path, calls: Path) -> dict:
     [
         ("docs/paper/frontier/run_onpolicy.sh", ["--report"], "docs/paper/frontier/onpolicy"),
         ("docs/paper/frontier/run_n8.sh", ["--report"], "docs/paper/frontier/n8"),
+        ("docs/paper/frontier/run_offpolicy.sh", ["4", "--report"], "docs/paper/frontier/n4"),
         ("docs/paper/frontier/run_fp4.sh", ["--report"], "docs/paper/frontier/fp4"),
         ("docs/long/run_frontier.sh", ["--report"], "docs/long/frontier"),
         ("docs/long/run_frontier.sh", ["--report", "docs/long/frontier/preview"], "docs/long/frontier/preview"),
@@ -64,6 +65,14 @@ def test_a_frontier_report_remakes_its_committed_table(tmp_path, script, args, f
     done = report(tmp_path, script, args, folder, *control)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / folder / "frontier.md").read_text() == (ROOT / folder / "frontier.md").read_text()
+
+
+def test_the_across_n_figure_remakes_its_committed_table(tmp_path):
+    waves = [f"docs/paper/frontier/{wave}" for wave in ("onpolicy", "n4", "n8")]
+    done = report(tmp_path, "docs/paper/frontier/run_across.sh", [], *waves)
+    assert done.returncode == 0, done.stderr
+    across = "docs/paper/frontier/across/across.md"
+    assert (tmp_path / across).read_text() == (ROOT / across).read_text()
 
 
 def test_the_off_policy_script_takes_n_2_4_or_8(tmp_path):
