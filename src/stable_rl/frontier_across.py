@@ -57,9 +57,14 @@ def markdown(table: dict[str, dict[int, list[Outcome]]], ns: list[int]) -> str:
         for n in ns:
             runs = by_n.get(n)
             judged = [o for o in runs or [] if not o.cut_off]
-            cells.append("-" if not runs else f"{median_lr(runs):.3g} ({len(judged)})")
+            cells.append("-" if not runs else f"{median_lr(runs):.3g} ({len(judged)})" if judged else "none (0)")
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def collapsed_mostly(runs: list[Outcome]) -> bool:
+    """The median is a collapse rate only where most seeds collapsed (as ``frontier.plot_frontier`` draws it)."""
+    return sum(o.sign is not None for o in runs) * 2 > len(runs)
 
 
 def plot(table: dict[str, dict[int, list[Outcome]]], path: Path) -> None:
@@ -75,12 +80,13 @@ def plot(table: dict[str, dict[int, list[Outcome]]], path: Path) -> None:
             for o in runs:
                 if o.sign:
                     ax.plot(n * shift, o.collapse_lr, "o", color=colour, alpha=0.5, markersize=4)
-                elif not o.cut_off:
+                elif o.cut_off:
+                    ax.plot(n * shift, o.last_lr, "x", color=colour, markersize=6)
+                else:
                     ax.plot(n * shift, o.last_lr, "^", mfc="none", color=colour, markersize=6)
-        medians = [(n * shift, median_lr(runs)) for n, runs in sorted(by_n.items())]
-        medians = [(x, m) for x, m in medians if math.isfinite(m)]
-        if medians:
-            ax.plot(*zip(*medians, strict=True), "-", color=colour, label=arm, linewidth=1.5)
+        ns = sorted(by_n)
+        medians = [median_lr(by_n[n]) if collapsed_mostly(by_n[n]) else math.nan for n in ns]
+        ax.plot([n * shift for n in ns], medians, "-", color=colour, label=arm, linewidth=1.5)  # NaN: a gap
     ns = sorted({n for by_n in table.values() for n in by_n})
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -88,7 +94,8 @@ def plot(table: dict[str, dict[int, list[Outcome]]], path: Path) -> None:
     ax.set_xlabel("updates per rollout N")
     ax.set_ylabel("learning rate at collapse")
     ax.set_title(
-        "stability frontier across N\ndot: a seed's collapse, line: medians, open triangle: survived to", fontsize=9
+        "stability frontier across N\ndot: a seed's collapse, line: medians, open triangle: survived to, x: cut off at",
+        fontsize=9,
     )
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
@@ -112,8 +119,14 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--wave N LOGS: N is the updates per rollout, a whole number >= 1 (got {bad})")
     if bad := [arm[0] for arm in args.arm if len(arm) < 2]:
         parser.error(f"--arm NAME VARIANT...: {bad} name no variant")
-    waves = {int(n): wave_outcomes(Path(logs), args.steps) for n, logs in args.wave}
-    table = arm_outcomes(waves, {arm[0]: arm[1:] for arm in args.arm})
+    for option, names in (("--wave N", [int(n) for n, _ in args.wave]), ("--arm NAME", [a[0] for a in args.arm])):
+        if repeated := sorted({str(name) for name in names if names.count(name) > 1}):
+            parser.error(f"{option}: {', '.join(repeated)} given twice (the later one would replace the first)")
+    try:
+        waves = {int(n): wave_outcomes(Path(logs), args.steps) for n, logs in args.wave}
+        table = arm_outcomes(waves, {arm[0]: arm[1:] for arm in args.arm})
+    except (FileNotFoundError, ValueError) as error:
+        parser.error(str(error))
     args.out.mkdir(parents=True, exist_ok=True)
     plot(table, args.out / "across.png")
     body = markdown(table, list(waves))

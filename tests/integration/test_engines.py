@@ -108,6 +108,38 @@ def test_vllm_refuses_to_load_weights_in_place_where_it_repacks_them(tiny_model_
         VLLMEngine(reload_weights=False).start(tiny_model_path, max_model_len=128)
 
 
+@pytest.mark.vllm
+def test_a_sleep_failing_vllms_shared_gpu_check_wakes_and_samples_again(monkeypatch, tokenizer, tiny_model_path):
+    """A real in-process engine whose worker fails vLLM's device-wide memory check at a sleep (another run on a
+    shared GPU; the worker's sleep and wake-up stood in for, since on CPU vLLM has no sleep mode): after
+    ``sleep_engine`` the scheduler is paused and the executor asleep; waking the weights, then the KV cache (as a
+    weight sync does) reaches the worker each time and resumes the scheduler, and the engine samples as before."""
+    pytest.importorskip("vllm")
+    from stable_rl.rollout.vllm_compat import SHARED_GPU_SLEEP_CHECK, sleep_engine
+
+    engine = VLLMEngine(max_new_tokens=16, seed=5)
+    engine.start(tiny_model_path, max_model_len=128)
+    ids = prompts(tokenizer)
+    before = engine.generate(ids, group_size=2, step=4)
+    core = engine.llm.llm_engine.engine_core.engine_core
+    worker, woken = core.model_executor.driver_worker.worker, []
+
+    def failing_check(level: int) -> None:  # vLLM's worker: its memory released, then the check fails
+        raise AssertionError(f"{SHARED_GPU_SLEEP_CHECK}.")
+
+    monkeypatch.setattr(worker, "sleep", failing_check)
+    monkeypatch.setattr(worker, "wake_up", lambda tags=None: woken.append(tags))
+    sleep_engine(engine.llm, level=2)
+    assert core.is_sleeping() and core.model_executor.sleeping_tags == {"weights", "kv_cache"}
+    engine.llm.wake_up(tags=["weights"])
+    assert woken == [["weights"]] and core.is_sleeping()
+    engine.llm.wake_up(tags=["kv_cache"])
+    assert woken == [["weights"], ["kv_cache"]] and not core.is_sleeping()
+    again = engine.generate(ids, group_size=2, step=4)
+    engine.close()
+    assert [s.response_ids for s in again] == [s.response_ids for s in before]
+
+
 def test_missing_vllm_names_the_fix(monkeypatch, tiny_model_path):
     import importlib.util
 

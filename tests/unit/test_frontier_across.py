@@ -33,22 +33,45 @@ def test_each_arm_gets_its_median_collapse_rate_at_each_n(tmp_path, capsys):
     assert "| R2 | - | 0.0002 (1) |" in text
 
 
-def test_an_arm_naming_a_variant_the_wave_lacks_is_refused_with_the_variants_there(tmp_path):
-    with pytest.raises(ValueError, match=r"no variant 'minirl\+n4' at N = 8 \(there: exact\+n8, minirl\+n8\)"):
-        main(["--out", str(tmp_path / "out"), *waves(tmp_path), "--arm", "MiniRL", "minirl", "minirl+n4"])
+def refused(capsys, argv: list[str]) -> str:
+    """The error ``main`` exits with (argparse's usage error, on stderr)."""
+    with pytest.raises(SystemExit):
+        main(argv)
+    return capsys.readouterr().err
 
 
-def test_an_arm_needs_one_variant_per_wave(tmp_path):
-    with pytest.raises(ValueError, match=r"arm 'MiniRL': 1 variants for 2 waves"):
-        main(["--out", str(tmp_path / "out"), *waves(tmp_path), "--arm", "MiniRL", "minirl"])
+def test_an_arm_naming_a_variant_the_wave_lacks_is_refused_with_the_variants_there(tmp_path, capsys):
+    err = refused(capsys, ["--out", str(tmp_path / "out"), *waves(tmp_path), "--arm", "MiniRL", "minirl", "minirl+n4"])
+    assert "arm 'MiniRL': no variant 'minirl+n4' at N = 8 (there: exact+n8, minirl+n8)" in err
 
 
-def test_a_folder_without_runs_is_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no <variant>-s<seed>/version_0 run folders"):
-        main(["--out", str(tmp_path / "out"), "--wave", "1", str(tmp_path), "--arm", "a", "b"])
+def test_an_arm_needs_one_variant_per_wave(tmp_path, capsys):
+    err = refused(capsys, ["--out", str(tmp_path / "out"), *waves(tmp_path), "--arm", "MiniRL", "minirl"])
+    assert "arm 'MiniRL': 1 variants for 2 waves" in err
+
+
+def test_a_folder_without_runs_is_named(tmp_path, capsys):
+    err = refused(capsys, ["--out", str(tmp_path / "out"), "--wave", "1", str(tmp_path), "--arm", "a", "b"])
+    assert "no <variant>-s<seed>/version_0 run folders" in err
+
+
+def test_a_wave_or_an_arm_given_twice_is_refused(tmp_path, capsys):
+    """Taken silently, the second --wave 8 would put its runs in the first one's column."""
+    args = ["--out", str(tmp_path / "out"), *waves(tmp_path)]
+    err = refused(capsys, [*args, "--wave", "8", str(tmp_path / "n1"), "--arm", "c", "exact", "exact+n8", "exact"])
+    assert "--wave N: 8 given twice" in err
+    err = refused(capsys, [*args, "--arm", "c", "exact", "exact+n8", "--arm", "c", "minirl", "minirl+n8"])
+    assert "--arm NAME: c given twice" in err
+
+
+def test_a_wave_whose_runs_were_all_cut_off_has_no_median(tmp_path, capsys):
+    write_run(tmp_path / "n2", "minirl+n2-s0", ramp(steps=3))  # 3 of 5 steps, no sign
+    args = ["--out", str(tmp_path / "out"), *waves(tmp_path), "--wave", "2", str(tmp_path / "n2")]
+    main([*args, "--arm", "MiniRL", "minirl", "minirl+n8", "minirl+n2"])
+    assert "| MiniRL | inf (2) | 0.0001 (1) | none (0) |" in (tmp_path / "out" / "across.md").read_text()
 
 
 @pytest.mark.parametrize("wave", [["0", "logs"], ["two", "logs"]])
-def test_n_must_be_a_positive_whole_number(tmp_path, wave):
-    with pytest.raises(SystemExit):
-        main(["--out", str(tmp_path / "out"), "--wave", *wave, "--arm", "a", "b"])
+def test_n_must_be_a_positive_whole_number(tmp_path, capsys, wave):
+    err = refused(capsys, ["--out", str(tmp_path / "out"), "--wave", *wave, "--arm", "a", "b"])
+    assert "N is the updates per rollout, a whole number >= 1" in err

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -129,24 +130,20 @@ SHARED_GPU_SLEEP_CHECK = "Memory usage increased after sleeping"
 
 def sleep_engine(llm, level: int) -> None:
     """``llm.sleep(level=level)``, on a GPU that other processes share. vLLM's worker releases its memory and
-    only then checks that the device's free memory grew (``torch.cuda.mem_get_info``, device-wide, vLLM
-    0.26-0.32): another process allocating in between fails that check on a sleep that succeeded (2 of 18
-    runs sharing an H200 died so, after 22 and 26 updates), leaving the executor marked awake with its
-    memory released, so the next wake-up would be skipped. On that failure alone the executor's own
-    bookkeeping is done as after a sleep: its ``sleep`` runs again with the worker call a no-op, since the
-    worker has slept."""
+    only then checks that the device's free memory grew (device-wide: ``torch.accelerator.get_memory_info``,
+    vLLM 0.26-0.32): another process allocating in between fails that check on a sleep that succeeded (2 of 18
+    runs sharing an H200 died so), leaving the executor marked awake with its memory released, so the next
+    wake-up would be skipped. On that failure alone the executor's own bookkeeping is done as after a sleep:
+    its ``sleep`` runs again with the worker call a no-op, since the worker has slept."""
     try:
         llm.sleep(level=level)
     except AssertionError as error:
         if SHARED_GPU_SLEEP_CHECK not in str(error):
             raise
         executor = llm.llm_engine.engine_core.engine_core.model_executor  # in-process engine
-        logger.warning("vLLM's sleep check saw another process's allocation (a shared GPU): %s", error)
-        executor.collective_rpc = lambda *args, **kwargs: None
-        try:
+        logger.warning("vLLM's sleep check failed after its sleep (another process on this GPU?): %s", error)
+        with mock.patch.object(executor, "collective_rpc", lambda *args, **kwargs: None):
             executor.sleep(level)
-        finally:
-            del executor.collective_rpc  # the class's own again
 
 
 def _graph_wrapper_classes() -> list[Any]:
