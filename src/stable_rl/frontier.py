@@ -82,17 +82,20 @@ def median_lr(outcomes: list[Outcome]) -> float:
     return statistics.median(judged) if judged else math.nan
 
 
-def separated(unstable: list[Outcome], stable: list[Outcome], ratio: float = 2.0) -> bool:
-    """The decision rule, fixed before the runs: ``stable`` holds where ``unstable`` collapses when every
-    seed of ``unstable`` collapses below every seed of ``stable`` (survivors above all) and the median
-    collapse learning rates differ by at least ``ratio``. False with a cut-off run (``verdict`` bounds it)."""
+def apart(unstable: list[Outcome], stable: list[Outcome]) -> bool:
+    """The rule's first half: every seed of ``unstable`` collapses below every seed of ``stable`` (survivors
+    above all). False with a cut-off run (``verdict`` bounds it)."""
     if any(o.cut_off for o in unstable + stable):
         return False
     if not unstable or not stable or any(o.collapse_lr is None for o in unstable):
         return False
-    return max(o.frontier_lr for o in unstable) < min(o.frontier_lr for o in stable) and median_lr(
-        stable
-    ) >= ratio * median_lr(unstable)
+    return max(o.frontier_lr for o in unstable) < min(o.frontier_lr for o in stable)
+
+
+def separated(unstable: list[Outcome], stable: list[Outcome], ratio: float = 2.0) -> bool:
+    """The decision rule, fixed before the runs: ``stable`` holds where ``unstable`` collapses when the two are
+    ``apart`` and the median collapse learning rates differ by at least ``ratio``."""
+    return apart(unstable, stable) and median_lr(stable) >= ratio * median_lr(unstable)
 
 
 def verdict(unstable: list[Outcome], stable: list[Outcome], seeds: int = 1) -> str:
@@ -101,11 +104,9 @@ def verdict(unstable: list[Outcome], stable: list[Outcome], seeds: int = 1) -> s
     run would have collapsed, if at all, above the last rate it reached; the rule favours separation most when
     the unstable variant's cut-off runs collapse right there and the stable one's survive, least in the
     opposite case. If both agree, no outcome of the cut-off runs changes the answer
-    (a control stopped by a time limit far above the other variant's collapses still separates from it)."""
-    if (fewest := min(len(unstable), len(stable))) < seeds:
-        return f"no verdict ({fewest} of {seeds} seeds)"
-    if not any(o.cut_off for o in unstable + stable):
-        return "yes" if separated(unstable, stable) else "no"
+    (a control stopped by a time limit far above the other variant's collapses still separates from it).
+    Seeds still to run can only add runs, which every seed must be apart from: runs already not ``apart``
+    however their cut-off seeds end read "no" before all ``seeds`` have run."""
 
     def completed(runs: list[Outcome], collapse: bool) -> list[Outcome]:
         """Each cut-off run collapsing at its last rate (``collapse``) or surviving."""
@@ -114,6 +115,12 @@ def verdict(unstable: list[Outcome], stable: list[Outcome], seeds: int = 1) -> s
             replace(d, collapse_lr=o.last_lr) if o.cut_off and collapse else d for o, d in zip(runs, done, strict=True)
         ]
 
+    if (fewest := min(len(unstable), len(stable))) < seeds:
+        if fewest and not apart(completed(unstable, True), completed(stable, False)):
+            return "no"
+        return f"no verdict ({fewest} of {seeds} seeds)"
+    if not any(o.cut_off for o in unstable + stable):
+        return "yes" if separated(unstable, stable) else "no"
     if separated(completed(unstable, False), completed(stable, True)):
         return "yes"
     if not separated(completed(unstable, True), completed(stable, False)):

@@ -101,6 +101,20 @@ def test_a_pair_is_judged_only_with_the_seeds_the_rule_was_stated_for():
     assert verdict([fell(1)], [fell(3)], seeds=3) == "no verdict (1 of 3 seeds)"
     assert verdict([fell(1), fell(2), fell(3)], [fell(4), fell(9)], seeds=3) == "no verdict (2 of 3 seeds)"
     assert verdict([fell(1), fell(2), fell(3)], [fell(4), fell(5), fell(6)], seeds=3) == "yes"
+    assert verdict([fell(1)], [], seeds=3) == "no verdict (0 of 3 seeds)"  # nothing known of the other
+
+
+def test_seeds_not_apart_already_read_no_before_the_rest_have_run():
+    """Every seed must be apart: one stable seed at or below an unstable one (seed 0 of the long task's N = 8:
+    clip + R2 fell at 1.1e-5, no clip at 1.6e-5), or an unstable survivor, decides "no" whatever seeds 1 and
+    2 do; a cut-off seed is read as favourably as it could end (unstable: collapsing at its last rate)."""
+    cut = Outcome("v", 0, 3, 1.0, cut_off=True)
+    assert verdict([fell(1.6)], [fell(1.1)], seeds=3) == "no"
+    assert verdict([fell(1.6)], [fell(1.6)], seeds=3) == "no"  # not below
+    assert verdict([survived(2)], [survived(9)], seeds=3) == "no"  # the unstable variant survived
+    assert verdict([replace(cut, last_lr=0.5)], [fell(1.1)], seeds=3) == "no verdict (1 of 3 seeds)"
+    assert verdict([replace(cut, last_lr=2.0)], [fell(1.1)], seeds=3) == "no"  # it would collapse above 2
+    assert verdict([fell(1)], [replace(cut, last_lr=0.5)], seeds=3) == "no verdict (1 of 3 seeds)"  # may survive
 
 
 def test_frontier_report_writes_the_figures_and_the_table(tmp_path, capsys):
