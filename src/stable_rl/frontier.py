@@ -128,6 +128,11 @@ def verdict(unstable: list[Outcome], stable: list[Outcome], seeds: int = 1) -> s
     return "no verdict (a seed cut off)"
 
 
+def collapsed_mostly(runs: list[Outcome]) -> bool:
+    """Whether most seeds collapsed: only then is the median a collapse rate to draw."""
+    return sum(o.sign is not None for o in runs) * 2 > len(runs)
+
+
 def by_variant(outcomes: list[Outcome]) -> dict[str, list[Outcome]]:
     variants: dict[str, list[Outcome]] = {}
     for o in outcomes:
@@ -199,8 +204,7 @@ def plot_frontier(outcomes: list[Outcome], path: Path) -> None:
                 ax.plot(x + dx, o.last_lr, "x", color=f"C{x}")
             else:
                 ax.plot(x + dx, o.last_lr, "^", mfc="none", color=f"C{x}", markersize=8)
-        finite = [o.collapse_lr for o in runs if o.sign]
-        if len(finite) * 2 > len(runs):  # the median is a collapse rate only if most seeds collapsed
+        if collapsed_mostly(runs):
             ax.hlines(median_lr(runs), x - 0.25, x + 0.25, color=f"C{x}", linewidth=2)
     ax.set_xticks(range(len(variants)), list(variants), rotation=30, ha="right", fontsize=8)
     ax.set_yscale("log")

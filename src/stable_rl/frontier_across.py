@@ -14,7 +14,7 @@ import argparse
 import math
 from pathlib import Path
 
-from stable_rl.frontier import Outcome, median_lr, outcome
+from stable_rl.frontier import Outcome, by_variant, collapsed_mostly, median_lr, outcome
 
 ABSENT = "-"
 
@@ -24,11 +24,7 @@ def wave_outcomes(logs: Path, steps: int) -> dict[str, list[Outcome]]:
     runs = sorted(logs.glob("*/version_0"))
     if not runs:
         raise FileNotFoundError(f"{logs}: no <variant>-s<seed>/version_0 run folders (a wave's logs/ folder?)")
-    variants: dict[str, list[Outcome]] = {}
-    for run in runs:
-        o = outcome(run, steps)
-        variants.setdefault(o.variant, []).append(o)
-    return variants
+    return by_variant([outcome(run, steps) for run in runs])
 
 
 def arm_outcomes(
@@ -60,11 +56,6 @@ def markdown(table: dict[str, dict[int, list[Outcome]]], ns: list[int]) -> str:
             cells.append("-" if not runs else f"{median_lr(runs):.3g} ({len(judged)})" if judged else "none (0)")
         lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def collapsed_mostly(runs: list[Outcome]) -> bool:
-    """The median is a collapse rate only where most seeds collapsed (as ``frontier.plot_frontier`` draws it)."""
-    return sum(o.sign is not None for o in runs) * 2 > len(runs)
 
 
 def plot(table: dict[str, dict[int, list[Outcome]]], path: Path) -> None:
