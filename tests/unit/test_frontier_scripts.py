@@ -75,6 +75,15 @@ def test_the_across_n_figure_remakes_its_committed_table(tmp_path):
     assert (tmp_path / across).read_text() == (ROOT / across).read_text()
 
 
+@pytest.mark.parametrize("wave", ["wave1", "wave2", "wave3", "long1"])
+def test_a_fixed_rate_report_remakes_its_committed_table(tmp_path, wave):
+    """run_fixed_lr.sh --report DIR: each wave's committed report.md (the tables docs/long-task.md cites), from its logs."""
+    folder = f"docs/long/fixed_lr/{wave}"
+    done = report(tmp_path, "docs/long/run_fixed_lr.sh", ["--report", folder], folder)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / folder / "report.md").read_text() == (ROOT / folder / "report.md").read_text()
+
+
 def test_the_off_policy_script_takes_n_2_4_or_8(tmp_path):
     done = report(tmp_path, "docs/paper/frontier/run_offpolicy.sh", ["3", "--report"], "docs/paper/frontier/n8")
     assert done.returncode == 2 and "N = 2, 4 or 8 (got '3')" in done.stderr
