@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--objective", choices=["MiniRL", "CISPO"], default="MiniRL")
     parser.add_argument("--accelerator", choices=["cpu", "gpu"], default="cpu", help="gpu: NCCL instead of gloo")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    parser.add_argument("--strategy", choices=["ddp", "fsdp2"], default="ddp", help="with --devices > 1")
+    parser.add_argument("--strategy", choices=["ddp", "fsdp2"], default="ddp", help="ddp: with --devices > 1")
     parser.add_argument("--mixed-precision", choices=["bfloat16"], help="FSDP2's compute dtype")
     parser.add_argument("--export", help="HF model directory HFExport writes at the end")
     args = parser.parse_args()
@@ -97,7 +97,8 @@ def main() -> None:
     )
     backend = "gloo" if args.accelerator == "cpu" else "nccl"
     strategies = {"ddp": DDPStrategy, "fsdp2": FSDP2Strategy}
-    strategy = strategies[args.strategy](process_group_backend=backend) if args.devices > 1 else "auto"
+    sharded = args.devices > 1 or args.strategy == "fsdp2"  # FSDP2 on one device: its mixed precision
+    strategy = strategies[args.strategy](process_group_backend=backend) if sharded else "auto"
     trainer = L.Trainer(
         accelerator=args.accelerator,
         devices=args.devices,

@@ -52,18 +52,22 @@ def test_two_processes_make_the_updates_of_one(tiny_model_path, tmp_path, extra,
         assert one["metrics"]["train/routing/update_agreement"] == two["metrics"]["train/routing/update_agreement"]
 
 
-def test_fsdp2_mixed_precision_keeps_float32_weights_and_computes_in_bfloat16(tiny_model_path, tmp_path):
+@pytest.mark.parametrize("devices", [2, 1])
+def test_fsdp2_mixed_precision_keeps_float32_weights_and_computes_in_bfloat16(tiny_model_path, tmp_path, devices):
     """dtype float32 + mixed_precision bfloat16 under FSDP2, from a bfloat16 checkpoint (as large models
     ship; rank 0 reads it and sends each process its shard, upcast): the weights stay float32 and take
     updates smaller than a bfloat16 weight's precision; the forward and backward ran in bfloat16 (gradient
     norm and KL agree with a float32 run's to bfloat16 precision, not to the 1e-6 that float32
-    data-parallel runs agree to); HFExport gathers the shards into an HF model of the trained weights."""
+    data-parallel runs agree to); HFExport gathers the shards into an HF model of the trained weights.
+    On one device too: FSDP2 is how one GPU computes in bfloat16 over float32 weights (recipes/long/bf16.yaml)."""
     stored = tmp_path / "bfloat16-checkpoint"
     AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.bfloat16).save_pretrained(stored)
     full = fit(str(stored), tmp_path, 1)
     export = tmp_path / "export"
-    mixed = fit(str(stored), tmp_path, 2, "--strategy", "fsdp2", "--mixed-precision", "bfloat16", "--export", export)
-    assert mixed["dtypes"] == ["torch.float32"] and mixed["share"] == pytest.approx(0.5, abs=0.01)
+    mixed = fit(
+        str(stored), tmp_path, devices, "--strategy", "fsdp2", "--mixed-precision", "bfloat16", "--export", export
+    )
+    assert mixed["dtypes"] == ["torch.float32"] and mixed["share"] == pytest.approx(1 / devices, abs=0.01)
     start = AutoModelForCausalLM.from_pretrained(stored, dtype=torch.float32).state_dict()
     below_bfloat16 = 0
     for name, weight in mixed["weights"].items():

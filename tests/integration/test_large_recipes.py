@@ -297,6 +297,20 @@ def test_the_long_fixed_rate_probe_keeps_one_rate(in_repo, upcycled_smollm2_path
     assert (engine.dtype, engine.fp8_scheme, control.trainer.max_steps) == ("float32", None, 128)
 
 
+def test_the_long_bf16_overlay_computes_in_bfloat16_over_float32_weights(in_repo, upcycled_smollm2_path):
+    """recipes/long/bf16.yaml on the fixed-rate stack: FSDP2 on the one device (its mixed precision), float32
+    weights, bfloat16 compute, vLLM in bfloat16 without FP8; the rate and the rest of the stack unchanged."""
+    stack = [LONG, "--config=recipes/long/frontier.yaml", "--config=recipes/long/fixed_lr.yaml"]
+    path = f"--model.init_args.model_path={upcycled_smollm2_path}"
+    cli = main([*stack, "--config=recipes/long/bf16.yaml", "--trainer.accelerator=cpu", path], run=False)
+    assert isinstance(cli.trainer.strategy, FSDP2Strategy) and cli.trainer.world_size == 1
+    assert (cli.model.dtype_name, cli.model.mixed_precision) == ("float32", "bfloat16")
+    engine = cli.datamodule.engine
+    assert (engine.dtype, engine.fp8_scheme) == ("bfloat16", None)
+    optimizer = cli.model.optimizer_factory(torch.nn.Linear(1, 1).parameters())
+    assert optimizer.defaults["lr"] == 2e-6 and cli.model.max_grad_norm == 100.0 and cli.trainer.max_steps == 128
+
+
 @pytest.mark.parametrize(
     ("arm", "clip", "replay", "dtype"),
     [
