@@ -309,6 +309,21 @@ def test_the_long_bf16_overlay_computes_in_bfloat16_over_float32_weights(in_repo
     assert (engine.dtype, engine.fp8_scheme) == ("bfloat16", None)
     optimizer = cli.model.optimizer_factory(torch.nn.Linear(1, 1).parameters())
     assert optimizer.defaults["lr"] == 2e-6 and cli.model.max_grad_norm == 100.0 and cli.trainer.max_steps == 128
+    usual = cli.datamodule.eval_sets["heldout"]
+    planned = [  # the next learning run's FIT_ARGS (docs/long-task.md): 512 held-out problems, 128 a call
+        "--model.init_args.micro_batch_size=16",
+        "--data.init_args.eval_sets.heldout.init_args.size=512",
+        "--data.init_args.eval_prompts_per_batch=64",
+        "--trainer.val_check_interval=32",
+    ]
+    cli = main([*stack, "--config=recipes/long/bf16.yaml", "--trainer.accelerator=cpu", path, *planned], run=False)
+    larger, data = cli.datamodule.eval_sets["heldout"], cli.datamodule
+    assert (larger.size, data.eval_prompts_per_batch * data.eval_samples, cli.trainer.val_check_interval) == (
+        512,
+        128,
+        32,
+    )
+    assert larger.rows()[:128] == usual.rows()  # the same seed: the 128 problems every earlier run was judged on
 
 
 @pytest.mark.parametrize(
