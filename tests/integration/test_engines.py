@@ -77,6 +77,19 @@ def test_same_step_and_seed_give_the_same_samples(engine_cls, tokenizer, tiny_mo
     engine.close()
 
 
+def test_a_later_batch_of_the_same_step_draws_apart(engine_cls, tokenizer, tiny_model_path):
+    """Calls that split one step's prompts (an evaluation's batches) pass the first prompt's index: the same
+    prompts at another index draw other samples, at the same index the same ones."""
+    engine = engine_cls(max_new_tokens=16, seed=5)
+    engine.start(tiny_model_path, max_model_len=128)
+    ids = prompts(tokenizer)
+    first = [s.response_ids for s in engine.generate(ids, group_size=2, step=4)]
+    again = [s.response_ids for s in engine.generate(ids, group_size=2, step=4, first_index=0)]
+    later = [s.response_ids for s in engine.generate(ids, group_size=2, step=4, first_index=len(ids))]
+    engine.close()
+    assert first == again and first != later
+
+
 @pytest.mark.vllm
 def test_vllm_with_one_seed_per_call_repeats_a_step_and_leaves_the_process_rng_alone(tokenizer, tiny_model_path):
     """``request_seeds=False``: the sampler's generator (this process's torch RNG) is seeded from the step for the

@@ -155,3 +155,27 @@ def test_an_engine_group_that_would_span_two_nodes_is_refused(tiny_model_path):
     data.trainer = trainer(world=3 * 2, devices=3)
     with pytest.raises(ValueError, match=r"would span two nodes of trainer.devices=3: choose a divisor"):
         data.setup("fit")
+
+
+def test_each_evaluation_batch_draws_from_its_problems_own_seeds(tiny_model_path, monkeypatch):
+    """An evaluation in batches of 3 problems: each batch's first problem's position in the set reaches the
+    engine (its samples' seeds), so no two batches of one validation draw alike (one seed per call would tie
+    the k-th problems of every batch together, which the held-out margin's independence does not allow)."""
+    heldout = ReasoningGymPrompts(["chain_sum"], size=7, seed=1000)
+    data = data_module(tiny_model_path, engine=HFEngine(), eval_sets={"heldout": heldout}, eval_prompts_per_batch=3)
+    data.setup("fit")
+    problems = data.eval_problems["heldout"]
+    assert [p.index for p in problems] == list(range(7))
+    calls = []
+    monkeypatch.setattr(data, "_sync", lambda: 4)
+    monkeypatch.setattr(
+        data.engine,
+        "generate",
+        lambda ids, group_size, step, sampling, first_index: (
+            calls.append((len(ids), step, first_index))
+            or [SimpleNamespace(response_ids=[]) for _ in range(len(ids) * group_size)]
+        ),
+    )
+    for batch in data.val_dataloader()[0]:
+        data.evaluate(batch, "heldout")
+    assert calls == [(3, 4, 0), (3, 4, 3), (1, 4, 6)]

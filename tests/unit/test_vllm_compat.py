@@ -309,12 +309,14 @@ def test_generate_seeds_the_call_on_gpus_and_each_request_on_cpu(platform, each)
     before = torch.get_rng_state()
     samples = engine.generate([[1, 2], [3]], group_size=2, step=5)
     assert [s.response_ids for s in samples] == [[7]] * 4 and torch.equal(torch.get_rng_state(), before)
-    seeds, rng_seed = seen[0]
-    first, second = engine.request_seed(5, 0, 2), engine.request_seed(5, 1, 2)
-    if each:
-        assert seeds == [first, first + 1, second, second + 1] and rng_seed == 11
-    else:
-        assert seeds == [None] * 4 and rng_seed == engine.request_seed(5, 0, 1)
+    engine.generate([[1, 2], [3]], group_size=2, step=5, first_index=2)  # a later batch of the same step
+    for (seeds, rng_seed), start in zip(seen, (0, 2), strict=True):
+        first, second = engine.request_seed(5, start, 2), engine.request_seed(5, start + 1, 2)
+        if each:
+            assert seeds == [first, first + 1, second, second + 1] and rng_seed == 11
+        else:
+            assert seeds == [None] * 4 and rng_seed == engine.request_seed(5, start, 1)
+    assert seen[0] != seen[1]
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ per problem, yielding ``EvalBatch`` rewards for avg@n and pass@k.
 """
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import lightning as L
 import torch
@@ -35,6 +35,7 @@ from stable_rl.timing import timed
 class EncodedProblem:
     prompt_ids: list[int]
     answer: str
+    index: int = 0  # an evaluation problem's position in its set: its samples' seeds (Engine.request_seed)
 
 
 class RolloutDataModule(L.LightningDataModule):
@@ -172,10 +173,9 @@ class RolloutDataModule(L.LightningDataModule):
             )
         seen = {p.question for p in training}
         for name, source in self.eval_sets.items():
+            kept = [p for p in self._usable(source, f"evaluation set {name!r}") if p.question not in seen]
             self.eval_problems[name] = [
-                self._encode(p.question, p.answer)
-                for p in self._usable(source, f"evaluation set {name!r}")
-                if p.question not in seen
+                replace(self._encode(p.question, p.answer), index=i) for i, p in enumerate(kept)
             ]
             if not self.eval_problems[name]:
                 raise ValueError(
@@ -249,8 +249,8 @@ class RolloutDataModule(L.LightningDataModule):
     def evaluate(self, problems: list[EncodedProblem], eval_set: str) -> EvalBatch:
         """``eval_samples`` responses per problem with the evaluation sampling, verified."""
         step = self._sync()
-        samples = self.engine.generate(
-            [p.prompt_ids for p in problems], self.eval_samples, step, sampling=self.eval_sampling
+        samples = self.engine.generate(  # seeded by position: batches sharing seeds would draw problems alike
+            [p.prompt_ids for p in problems], self.eval_samples, step, self.eval_sampling, problems[0].index
         )
         rewards, timeouts = self._rewards(problems, samples, self.eval_samples)
         return EvalBatch(

@@ -89,12 +89,18 @@ class RolloutEngine(ABC):
 
     @abstractmethod
     def generate(
-        self, prompt_ids: list[list[int]], group_size: int, step: int, sampling: Sampling | None = None
+        self,
+        prompt_ids: list[list[int]],
+        group_size: int,
+        step: int,
+        sampling: Sampling | None = None,
+        first_index: int = 0,
     ) -> list[Sample]:
         """``group_size`` samples per prompt, grouped by prompt: len = len(prompt_ids) * group_size.
 
         ``sampling`` (evaluation) replaces the engine's training ``Sampling`` and draws from a
-        separate seed stream."""
+        separate seed stream. ``first_index``: the first prompt's index among the step's prompts (see
+        ``request_seed``), so calls that split one step's prompts (an evaluation's batches) draw apart."""
 
     @abstractmethod
     def close(self) -> None:

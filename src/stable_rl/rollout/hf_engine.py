@@ -104,7 +104,12 @@ class HFEngine(RolloutEngine):
 
     @torch.no_grad()
     def generate(
-        self, prompt_ids: list[list[int]], group_size: int, step: int, sampling: Sampling | None = None
+        self,
+        prompt_ids: list[list[int]],
+        group_size: int,
+        step: int,
+        sampling: Sampling | None = None,
+        first_index: int = 0,
     ) -> list[Sample]:
         stream, with_routes = self.stream(sampling), self.with_routes(sampling)
         sampling = sampling or self.sampling
@@ -116,7 +121,7 @@ class HFEngine(RolloutEngine):
         attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompt_ids])
         device = self.model.device
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            torch.manual_seed(self.request_seed(step, 0, group_size, stream))
+            torch.manual_seed(self.request_seed(step, first_index, group_size, stream))
             sequences = self.model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=attention_mask.to(device),

@@ -355,7 +355,12 @@ class VLLMEngine(RolloutEngine):
             raise RuntimeError("vLLM could not reset its prefix cache after a weight sync (requests in flight?)")
 
     def generate(
-        self, prompt_ids: list[list[int]], group_size: int, step: int, sampling: Sampling | None = None
+        self,
+        prompt_ids: list[list[int]],
+        group_size: int,
+        step: int,
+        sampling: Sampling | None = None,
+        first_index: int = 0,
     ) -> list[Sample]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
@@ -373,7 +378,7 @@ class VLLMEngine(RolloutEngine):
                 top_p=sampling.top_p,
                 max_tokens=sampling.max_new_tokens,
                 logprobs=0,
-                seed=self.request_seed(step, index, group_size, stream) + j if each_seeded else None,
+                seed=self.request_seed(step, first_index + index, group_size, stream) + j if each_seeded else None,
                 detokenize=False,  # token ids are what the rollout keeps; text would cost every decode step
             )
             for index in range(len(prompt_ids))
@@ -382,7 +387,7 @@ class VLLMEngine(RolloutEngine):
         prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids for _ in range(group_size)]
         if self.capture is not None:
             self.capture.active = with_routes
-        call_seed = nullcontext() if each_seeded else seeded_rng(self.request_seed(step, 0, 1, stream))
+        call_seed = nullcontext() if each_seeded else seeded_rng(self.request_seed(step, first_index, 1, stream))
         try:
             with call_seed:
                 outputs = self.llm.generate(prompts, params, use_tqdm=False)
