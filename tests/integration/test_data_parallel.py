@@ -126,6 +126,23 @@ def train_rows(run: Path, metric: str = "train/reward") -> dict[str, dict[str, s
 
 
 @pytest.mark.vllm
+def test_fsdp2_on_one_process_computes_in_bfloat16_beside_a_vllm_engine(tmp_path):
+    """FSDP2 on one device, as recipes/long/bf16.yaml runs on one GPU: the quickstart with its vLLM engine
+    (synced from the gathered weights after each update) against the same run in float32. The first
+    rollout is the same (the engine starts from the same checkpoint), so the first reward is equal; the
+    policy computes in bfloat16 only under mixed precision, so only there does its log-prob of the engine's
+    samples differ by more than float32 rounding (KL k3); the second step trains from the synced engine."""
+    steps = ["--trainer.max_steps=2"]
+    fsdp2 = "--trainer.strategy.class_path=stable_rl.strategies.FSDP2Strategy"
+    full = train_rows(quickstart(tmp_path / "full", None, *steps))
+    mixed_run = quickstart(tmp_path / "mixed", fsdp2, "--model.init_args.mixed_precision=bfloat16", *steps, processes=1)
+    mixed = train_rows(mixed_run)
+    assert list(full) == list(mixed) == ["0", "1"]
+    assert mixed["0"]["train/reward"] == full["0"]["train/reward"]
+    assert abs(float(full["0"]["train/kl_k3"])) < 1e-6 < 1e-5 < float(mixed["0"]["train/kl_k3"])
+
+
+@pytest.mark.vllm
 def test_the_quickstart_trains_with_two_processes_each_with_its_vllm_engine(tmp_path):
     """End to end with DDP: the run finishes (a rank-0-only collective once hung it at the end) and
     writes one report and the log of both steps."""
