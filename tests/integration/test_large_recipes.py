@@ -17,6 +17,7 @@ from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks import HFExport, InstabilityMonitor, RoutingReplay
 from stable_rl.cli import main
 from stable_rl.data.prompt_batches import PromptBatches
+from stable_rl.data.verifier import MathVerifier
 from stable_rl.objectives import MiniRL
 from stable_rl.rollout import VLLMEngine
 from stable_rl.strategies import FSDP2Strategy
@@ -240,6 +241,28 @@ def test_the_long_task_cold_start_builds_on_the_rl_task(in_repo, upcycled_smollm
     (export,) = [c for c in cli.trainer.callbacks if isinstance(c, HFExport)]
     rl_recipe = yaml.safe_load((REPO / LONG.removeprefix("--config=")).read_text())
     assert rl_recipe["model"]["init_args"]["model_path"] == str(export.dirpath) == "data/smollm2-135m-moe-sft"
+
+
+def test_the_long_format_error_cold_start_ends_half_its_solutions_unboxed(in_repo, upcycled_smollm2_path):
+    """`bash docs/long/run_cold_start.sh --data.init_args.unboxed_fraction=0.5` (docs/long-task.md): about half
+    of the worked solutions end "The answer is N." instead of \\boxed{N}, which the RL verifier scores 0, the
+    rest as before, scored 1: format errors for RL to correct, as the tiny quickstart's cold start has."""
+    stack = ["--config=recipes/long/cold_start_sft_smollm2_moe.yaml", "--trainer.accelerator=cpu"]
+    given = [
+        "--data.init_args.unboxed_fraction=0.5",
+        "--data.init_args.prompts.init_args.size=64",
+        "--data.init_args.val_size=8",
+    ]
+    cli = main([*stack, f"--model.init_args.model_path={upcycled_smollm2_path}", *given], run=False)
+    data = cli.datamodule
+    data.setup("fit")
+    texts = [data.tokenizer.decode(response, skip_special_tokens=True) for _, response in data.pairs]
+    answers = [row["answer"] for row in data.prompts.rows()]
+    unboxed = [text.endswith(f"The answer is {answer}.") for text, answer in zip(texts, answers, strict=True)]
+    assert len(texts) == 64 and 20 <= sum(unboxed) <= 44
+    assert all(u != text.endswith(f"\\boxed{{{a}}}") for u, text, a in zip(unboxed, texts, answers, strict=True))
+    rewards, _ = MathVerifier().score(texts, answers)
+    assert rewards.tolist() == [0.0 if u else 1.0 for u in unboxed]
 
 
 @pytest.mark.parametrize(
