@@ -97,8 +97,8 @@ def main() -> None:
     )
     backend = "gloo" if args.accelerator == "cpu" else "nccl"
     strategies = {"ddp": DDPStrategy, "fsdp2": FSDP2Strategy}
-    sharded = args.devices > 1 or args.strategy == "fsdp2"  # FSDP2 on one device: its mixed precision
-    strategy = strategies[args.strategy](process_group_backend=backend) if sharded else "auto"
+    distributed = args.devices > 1 or args.strategy == "fsdp2"  # FSDP2 on one device too: its mixed precision
+    strategy = strategies[args.strategy](process_group_backend=backend) if distributed else "auto"
     trainer = L.Trainer(
         accelerator=args.accelerator,
         devices=args.devices,

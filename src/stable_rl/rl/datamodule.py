@@ -10,7 +10,7 @@ per problem, yielding ``EvalBatch`` rewards for avg@n and pass@k.
 """
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import lightning as L
 import torch
@@ -174,9 +174,7 @@ class RolloutDataModule(L.LightningDataModule):
         seen = {p.question for p in training}
         for name, source in self.eval_sets.items():
             kept = [p for p in self._usable(source, f"evaluation set {name!r}") if p.question not in seen]
-            self.eval_problems[name] = [
-                replace(self._encode(p.question, p.answer), index=i) for i, p in enumerate(kept)
-            ]
+            self.eval_problems[name] = [self._encode(p.question, p.answer, index=i) for i, p in enumerate(kept)]
             if not self.eval_problems[name]:
                 raise ValueError(
                     f"evaluation set {name!r} has no problems left after removing training questions (and any whose "
@@ -188,14 +186,14 @@ class RolloutDataModule(L.LightningDataModule):
         path = getattr(source, "path", None)  # a file's path names it in the warning
         return usable_problems(source.load(), self.verifier, f"{where} ({path})" if path else where)
 
-    def _encode(self, question: str, answer: str) -> EncodedProblem:
+    def _encode(self, question: str, answer: str, index: int = 0) -> EncodedProblem:
         ids = self.template.encode(self.tokenizer, question)
         if len(ids) > self.max_prompt_tokens:
             raise ValueError(
                 f"prompt of {len(ids)} tokens exceeds data.max_prompt_tokens={self.max_prompt_tokens} "
                 f"({question[:60]!r}...): raise max_prompt_tokens or filter long problems"
             )
-        return EncodedProblem(ids, answer)
+        return EncodedProblem(ids, answer, index)
 
     def train_dataloader(self) -> PromptBatches[EncodedProblem]:
         """Problems only (rollouts happen in ``on_before_batch_transfer``), resumable mid-epoch; each
