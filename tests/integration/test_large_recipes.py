@@ -171,9 +171,9 @@ def test_the_frontier_recipes_build(in_repo, overlays, dtype, scheme, train_infe
     assert isinstance(scheduler, ExponentialLR) and scheduler.gamma**20 == pytest.approx(2.0, rel=1e-12)
 
 
-@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
 def test_the_off_policy_frontiers_keep_the_ramp_per_global_step(in_repo, n):
-    """recipes/frontier/n{2,4,8}.yaml: N updates of 128 / N responses per global step of 16 x 8, the ramp
+    """recipes/frontier/n{2,4,8,16}.yaml: N updates of 128 / N responses per global step of 16 x 8, the ramp
     x2 per 20 N updates (20 global steps, as on-policy) over 200 global steps."""
     stack = ["--config=recipes/frontier/onpolicy_fp8.yaml", "--config=recipes/paper/r2.yaml"]
     cli = main([*stack, f"--config=recipes/frontier/n{n}.yaml", "--trainer.accelerator=cpu"], run=False)

@@ -53,7 +53,9 @@ def recording_sweep(tmp_path: Path, calls: Path) -> dict:
     [
         ("docs/paper/frontier/run_onpolicy.sh", ["--report"], "docs/paper/frontier/onpolicy"),
         ("docs/paper/frontier/run_n8.sh", ["--report"], "docs/paper/frontier/n8"),
+        ("docs/paper/frontier/run_offpolicy.sh", ["2", "--report"], "docs/paper/frontier/n2"),
         ("docs/paper/frontier/run_offpolicy.sh", ["4", "--report"], "docs/paper/frontier/n4"),
+        ("docs/paper/frontier/run_offpolicy.sh", ["16", "--report"], "docs/paper/frontier/n16"),
         ("docs/paper/frontier/run_fp4.sh", ["--report"], "docs/paper/frontier/fp4"),
         ("docs/long/run_frontier.sh", ["--report"], "docs/long/frontier"),
         ("docs/long/run_frontier.sh", ["--report", "docs/long/frontier/preview"], "docs/long/frontier/preview"),
@@ -68,7 +70,7 @@ def test_a_frontier_report_remakes_its_committed_table(tmp_path, script, args, f
 
 
 def test_the_across_n_figure_remakes_its_committed_table(tmp_path):
-    waves = [f"docs/paper/frontier/{wave}" for wave in ("onpolicy", "n4", "n8")]
+    waves = [f"docs/paper/frontier/{wave}" for wave in ("onpolicy", "n2", "n4", "n8", "n16")]
     done = report(tmp_path, "docs/paper/frontier/run_across.sh", [], *waves)
     assert done.returncode == 0, done.stderr
     across = "docs/paper/frontier/across/across.md"
@@ -84,12 +86,12 @@ def test_a_fixed_rate_report_remakes_its_committed_table(tmp_path, wave):
     assert (tmp_path / folder / "report.md").read_text() == (ROOT / folder / "report.md").read_text()
 
 
-def test_the_off_policy_script_takes_n_2_4_or_8(tmp_path):
+def test_the_off_policy_script_takes_n_2_4_8_or_16(tmp_path):
     done = report(tmp_path, "docs/paper/frontier/run_offpolicy.sh", ["3", "--report"], "docs/paper/frontier/n8")
-    assert done.returncode == 2 and "N = 2, 4 or 8 (got '3')" in done.stderr
+    assert done.returncode == 2 and "N = 2, 4, 8 or 16 (got '3')" in done.stderr
 
 
-@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
 def test_the_off_policy_pairs_name_the_runs_the_sweep_makes(tmp_path, n):
     """run_offpolicy.sh N: every variant of a pair it judges is a run name that stable_rl.sweep gives its
     arms (a misspelt pair would read 'no' in the table, with no run behind it)."""

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The off-policy stability frontier at N = 2, 4 or 8 (docs/paper-reproduction.md, "The stability frontier"):
+# The off-policy stability frontier at N = 2, 4, 8 or 16 (docs/paper-reproduction.md, "The stability frontier"):
 # mini-batches of 128 / N, the paper's arms (no clip, no clip + R2, clip + R2, clip + R3), clip without
 # replay and the exact float32 control (clip, no replay), at N = 8 also GRPO and CISPO, x the seeds given
 # (default 0 1 2), sharing each GPU; each run's metrics.csv is copied into docs/paper/frontier/nN/logs/, and
@@ -9,7 +9,7 @@
 set -euo pipefail
 source "$(dirname "$0")/wave.sh"
 n=${1:-}
-case $n in 2 | 4 | 8) shift ;; *) echo "usage: $0 N [SEEDS... | --report], N = 2, 4 or 8 (got '$n')" >&2 && exit 2 ;; esac
+case $n in 2 | 4 | 8 | 16) shift ;; *) echo "usage: $0 N [SEEDS... | --report], N = 2, 4, 8 or 16 (got '$n')" >&2 && exit 2 ;; esac
 out=docs/paper/frontier/n$n
 runs=${SAVE_DIR:-runs/frontier_n$n}
 p=recipes/paper
