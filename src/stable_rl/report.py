@@ -1,7 +1,7 @@
 """Compare finished runs from their Lightning CSV logs: one figure per metric family, runs side by side,
 and a markdown table of each metric's peak and final value per run, and each held-out reward's change from
-the first validation to the last with its verdict (``stable_rl.heldout_change``), and each run's first sign of
-collapse (``stable_rl.collapse_signs``).
+the first validation to the last with its verdict (``stable_rl.heldout_change``), each run's first sign of
+collapse (``stable_rl.collapse_signs``) and its pace (``stable_rl.pace``).
 
     stable-rl-report runs/minirl/version_0 runs/minirl_no_is/version_0 --out runs/report
 
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from stable_rl.collapse_signs import EXPLAINED, signs_table
 from stable_rl.heldout_change import HELDOUT, changes_table, heldout_band, heldout_changes, not_judged
+from stable_rl.pace import pace_table
 from stable_rl.reward_trend import reward_trend, trend_table
 
 RULE = (
@@ -28,6 +29,7 @@ TREND = (
     "where a run makes at most one pass over its prompts, each step's reward is a fresh estimate; a description, "
     "not a verdict."
 )
+PACE = "Seconds per global step (`stable_rl.pace`), on whatever shared the machine."
 FAMILIES = {  # figure name -> metric patterns
     "reward": ["train/reward"],
     "heldout": [HELDOUT],  # shaded +- 2 bounded standard errors where the problem count is logged
@@ -129,6 +131,8 @@ def report(run_dirs: list[Path], out: Path) -> dict[str, list[str]]:
         text += f"\nNo verdict (validated once, or no problem count): {', '.join(unjudged)}\n" if unjudged else ""
     signs = signs_table(runs)
     text += f"\n## Signs of collapse\n\n{EXPLAINED}\n\n{signs}\n" if signs else ""
+    pace = pace_table(runs)
+    text += f"\n## Pace\n\n{PACE}\n\n{pace}\n" if pace else ""
     (out / "report.md").write_text(text)
     return plotted
 
