@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from unittest import mock
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -142,8 +141,11 @@ def sleep_engine(llm, level: int) -> None:
             raise
         executor = llm.llm_engine.engine_core.engine_core.model_executor  # in-process engine
         logger.warning("vLLM's sleep check failed after its sleep (another process on this GPU?): %s", error)
-        with mock.patch.object(executor, "collective_rpc", lambda *args, **kwargs: None):
+        executor.collective_rpc = lambda *args, **kwargs: None  # shadows the method for this one call
+        try:
             executor.sleep(level)
+        finally:
+            del executor.collective_rpc  # the class's method again
 
 
 def _graph_wrapper_classes() -> list[Any]:
