@@ -77,7 +77,7 @@ def test_the_across_n_figure_remakes_its_committed_table(tmp_path):
     assert (tmp_path / across).read_text() == (ROOT / across).read_text()
 
 
-@pytest.mark.parametrize("wave", ["wave1", "wave2", "wave3", "long1", "pace"])
+@pytest.mark.parametrize("wave", ["wave1", "wave2", "wave3", "long1", "pace", "long2"])
 def test_a_fixed_rate_report_remakes_its_committed_table(tmp_path, wave):
     """run_fixed_lr.sh --report DIR: each wave's committed report.md (the tables docs/long-task.md cites), from its logs."""
     folder = f"docs/long/fixed_lr/{wave}"

@@ -37,11 +37,11 @@ NOT_IN_REPO = {
     "data/smollm2-135m-instruct": "built by data/make_smollm2.py (git-ignored)",
     "data/smollm2-135m-moe": "built by data/make_smollm2_moe.py (git-ignored)",
     "data/smollm2-135m-moe-sft": "exported by recipes/long/cold_start_sft_smollm2_moe.yaml (git-ignored)",
-    "docs/long/fixed_lr/logs": "run_fixed_lr.sh's default OUT_DIR, in a test's checkout (the waves: fixed_lr/wave1, wave2, wave3, long1)",
+    "docs/long/fixed_lr/logs": "run_fixed_lr.sh's default OUT_DIR, in a test's checkout (the waves: fixed_lr/wave1, wave2, wave3, long1, long2)",
     "docs/long/fixed_lr/report.md": "run_fixed_lr.sh's default OUT_DIR, in a test's checkout",
     "docs/long/fixed_lr/wave9": "a wave's folder in a temporary checkout (tests/unit/test_frontier_scripts.py)",
     "docs/long/fixed_lr/wave4": "a later wave's folder, named in docs/long-task.md's plan (not yet run)",
-    "docs/long/fixed_lr/long2": "the next learning run's folder, named in docs/long-task.md's plan (not yet run)",
+    "docs/long/fixed_lr/long3": "the learning run at its planned length, its folder, named in docs/long-task.md's plan (not yet run)",
 }
 
 
