@@ -15,6 +15,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from stable_rl.callbacks.progress_bar import replace_default_bar
 from stable_rl.callbacks.termination_checkpoint import EXIT_TERMINATED, TerminationCheckpoint
+from stable_rl.cli_help import StableRLArgumentParser
 from stable_rl.compat.lightning import SHARDED_CHECKPOINT_METADATA
 from stable_rl.config_syntax import config_files, syntax_error
 from stable_rl.console_log import ConsoleLog, log_target, quiet_lightning_info, wanted
@@ -44,6 +45,7 @@ class StableRLCLI(LightningCLI):
         (``RolloutDataModule`` plans its batches with them; SFT's data module takes the model directory)."""
         for name in ("model_path", "mini_batch_size", "micro_batch_size"):
             parser.link_arguments(f"model.init_args.{name}", f"data.init_args.{name}")
+        parser.with_components = True  # its --help lists stable-rl's settings too (``stable_rl.cli_help``)
 
     def parse_arguments(self, parser, args) -> None:
         if args is None or isinstance(args, list):
@@ -141,6 +143,7 @@ def main(args: list[str] | None = None, run: bool = True, console_log: ConsoleLo
         LightningDataModule,
         subclass_mode_model=True,
         subclass_mode_data=True,
+        parser_class=StableRLArgumentParser,
         save_config_kwargs={"overwrite": True},
         # checkpoints written beside their target, fsynced and renamed (``stable_rl.checkpoint_io``)
         trainer_defaults={"plugins": [{"class_path": "stable_rl.checkpoint_io.AtomicCheckpointIO"}]},

@@ -33,7 +33,7 @@ def fails(tmp_path: Path, *overrides: str) -> str:
     [
         (  # out-of-memory KV cache
             ["--data.init_args.engine.init_args.kv_cache_memory_bytes=4096"],
-            "the KV cache cannot hold one sequence of 192 tokens (prompt + response); raise "
+            "The KV cache cannot hold one sequence of 192 tokens (prompt + response): raise "
             "data.engine.init_args.kv_cache_memory_bytes",
         ),
         (  # a response that cannot fit the model's context: named before vLLM starts

