@@ -57,37 +57,103 @@ class TrainingReport(L.Callback):
             (s0, v0), (s1, v1) = points[0], points[-1]
             lines.append(f"{name:<{width}}  {v0:9.4f}  {v1:9.4f}  ({s0} -> {s1})")
         path = log_dir / self.filename
-        self.plot(curves, path)
+        self.plot(curves, path, title=run_title(trainer, pl_module))
         print("\n".join(["", "stable-rl summary", *lines, f"curves: {path}"]))
 
     @staticmethod
-    def plot(curves: dict[str, list[tuple[int, float]]], path: Path) -> dict[str, list[str]]:
-        """Write one panel per curve (``SAME_PANEL`` pairs share one) to ``path``; returns the panels."""
+    def plot(curves: dict[str, list[tuple[int, float]]], path: Path, title: str = "") -> dict[str, list[str]]:
+        """Write one panel per curve (``SAME_PANEL`` pairs share one) to ``path``, each training curve raw (faint)
+        and smoothed (``smoothed``), under ``title``, in the order of ``CURVES`` then validation; a KL that never leaves float rounding (``float_noise``) gets
+        no panel, only a line under the title. Rows of 3, 2 or 1 panels fill the width. Returns the panels."""
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
+        noise = sorted(name for name in curves if float_noise(name, curves[name]))
         panels: dict[str, list[str]] = {}
-        for name in sorted(curves):
+        for name in sorted(set(curves) - set(noise)):
             partner = SAME_PANEL.get(name)
-            panels.setdefault(partner if partner in curves else name, []).append(name)
-        cols = min(len(panels), 3)
-        rows = math.ceil(len(panels) / cols)
-        fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.2 * rows), squeeze=False)
-        for ax, (title, names) in zip(axes.flat, sorted(panels.items()), strict=False):
+            panels.setdefault(partner if partner in curves and partner not in noise else name, []).append(name)
+        fig = plt.figure(figsize=(13.5, 3.2 * max(1, len(row_sizes(len(panels))))))
+        order = sorted(
+            panels.items(), key=lambda panel: (CURVES.index(panel[0]) if panel[0] in CURVES else 99, panel[0])
+        )
+        for (title_of_panel, names), ax in zip(order, panel_axes(fig, len(panels)), strict=True):
             for name in names:
                 steps, values = zip(*curves[name], strict=True)
-                ax.plot(steps, values, marker="o" if len(steps) < 30 else None, markersize=3, label=name)
+                if name.startswith("train/") and len(steps) >= SMOOTH_FROM:
+                    raw = ax.plot(steps, values, linewidth=0.8, alpha=0.35)
+                    ax.plot(
+                        steps, smoothed(values), color=raw[0].get_color(), linewidth=1.8, label=f"{name} (smoothed)"
+                    )
+                else:
+                    ax.plot(steps, values, marker="o" if len(steps) < 30 else None, markersize=3, label=name)
             if len(names) > 1:
                 ax.legend(fontsize=7)
-            ax.set_title(title)
+            ax.set_title(title_of_panel)
             ax.set_xlabel("optimizer step")
             ax.grid(alpha=0.3)
-        for ax in list(axes.flat)[len(panels) :]:
-            ax.axis("off")
+        notes = [
+            f"{name}: |value| < {NOISE_FLOOR:g} at every step (max {max(abs(v) for _, v in curves[name]):.1e}): "
+            "engine and policy agree to float rounding, not plotted"
+            for name in noise
+        ]
+        fig.suptitle("\n".join([title, *notes]) if title or notes else "", fontsize=10)
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110)
         plt.close(fig)
         return panels
+
+
+NOISE_FLOOR = 1e-5  # a KL estimate below this at every step is float rounding (float32 engine = policy: 1e-6..1e-9)
+SMOOTH_FROM = 10  # training curves with at least this many points are drawn smoothed over the raw ones
+
+
+def float_noise(name: str, points: list[tuple[int, float]]) -> bool:
+    """Whether a training-inference KL curve stays below ``NOISE_FLOOR`` in size at every step."""
+    return name.startswith("train/kl") and all(abs(value) < NOISE_FLOOR for _, value in points)
+
+
+def smoothed(values: tuple[float, ...]) -> list[float]:
+    """The centred running mean over a window of about a twentieth of the run (at least 3, odd), the window
+    shrinking symmetrically at the ends so that the first and last points are their own values."""
+    half = max(1, len(values) // 40)
+    means = []
+    for i in range(len(values)):
+        reach = min(half, i, len(values) - 1 - i)
+        window = values[i - reach : i + reach + 1]
+        means.append(sum(window) / len(window))
+    return means
+
+
+def row_sizes(count: int) -> list[int]:
+    """Panels per row: rows of at most 3, as even as they go (5 -> 3 + 2, 4 -> 2 + 2), so no slot is empty."""
+    rows = math.ceil(count / 3)
+    return [count // rows + (i < count % rows) for i in range(rows)]
+
+
+def panel_axes(fig, count: int) -> list:
+    """The axes of ``count`` panels in ``row_sizes`` rows, each row's panels sharing its full width."""
+    grid = fig.add_gridspec(max(1, len(row_sizes(count))), 6)
+    return [
+        fig.add_subplot(grid[row, i * (6 // size) : (i + 1) * (6 // size)])
+        for row, size in enumerate(row_sizes(count))
+        for i in range(size)
+    ]
+
+
+def run_title(trainer: L.Trainer, module: L.LightningModule) -> str:
+    """``<logger name>/version_<v>: <objective> on <model directory>`` (what the run is, as its log names it)."""
+    logger = trainer.logger
+    where = "run"
+    if logger is not None and logger.name:
+        version = logger.version if isinstance(logger.version, str) else f"version_{logger.version}"
+        where = f"{logger.name}/{version}"
+    objective = getattr(module, "objective", None)
+    model = getattr(module, "model_path", None)
+    what = " on ".join(
+        part for part in (type(objective).__name__ if objective else "", Path(model).name if model else "") if part
+    )
+    return f"{where}: {what}" if what else where
