@@ -292,6 +292,15 @@ def test_an_fp8_kv_cache_on_a_cpu_without_avx512_or_amx_is_refused_before_vllm_s
     assert engine.llm is None
 
 
+@pytest.mark.vllm
+def test_fp8_weights_on_vllm_cpu_are_refused_before_vllm_starts(tiny_model_path):
+    pytest.importorskip("vllm")
+    engine = VLLMEngine(max_new_tokens=8, dtype="bfloat16", quantization="fp8")
+    with pytest.raises(ValueError, match=r"quantization='fp8_per_tensor' on vllm-cpu 0.32.0: its FP8 quantization"):
+        engine.start(tiny_model_path, max_model_len=128)
+    assert engine.llm is None
+
+
 def test_vllm_refusing_its_settings_is_passed_through_unchanged(tiny_model_path):
     """vLLM's own ValueError (here: a context beyond the model's, which the data module names earlier in a
     run) reaches the user as vLLM wrote it, not wrapped in a model-directory hint."""

