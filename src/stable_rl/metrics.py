@@ -2,7 +2,7 @@
 
 import torch
 from torch import Tensor
-from torchmetrics import CatMetric, MaxMetric, MeanMetric, Metric
+from torchmetrics import CatMetric, MaxMetric, MeanMetric, Metric, SumMetric
 
 
 class StepMetrics:
@@ -28,6 +28,10 @@ class StepMetrics:
             return
         weight = weight.detach().float()
         self._metric(name, WeightedMean, values.device).update(values, weight[mask] if mask is not None else weight)
+
+    def total(self, name: str, value: Tensor) -> None:
+        """Add ``value`` to the step's running sum ``name``."""
+        self._metric(name, SumMetric, value.device).update(value.detach().float())
 
     def max(self, name: str, values: Tensor, mask: Tensor | None = None) -> None:
         """Add ``values`` (restricted to ``mask``) to the running maximum ``name``."""

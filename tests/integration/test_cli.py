@@ -185,6 +185,17 @@ def test_fit_help_lists_stable_rls_own_settings_each_under_the_flag_that_sets_it
     assert (cli.datamodule.prompts_per_step, cli.datamodule.engine.sampling.max_new_tokens) == (8, 7)
 
 
+@pytest.mark.parametrize("overlay", sorted((REPO / "recipes" / "corrections").glob("*.yaml")), ids=lambda p: p.stem)
+def test_each_correction_overlay_swaps_in_its_objective_with_its_settings(overlay):
+    """Stacked on minirl.yaml, an overlay of recipes/corrections/ gives its objective exactly the settings it names
+    (none of MiniRL's left over, e.g. MiniRL's is_cap 5 where DPPO's is 20), and the rest of the run is MiniRL's."""
+    objective = yaml.safe_load(overlay.read_text())["model"]["init_args"]["objective"]
+    cli = main(["--config=recipes/minirl.yaml", f"--config={overlay}"], run=False)
+    assert f"stable_rl.objectives.{type(cli.model.objective).__name__}" == objective["class_path"]
+    assert {name: getattr(cli.model.objective, name) for name in objective["init_args"]} == objective["init_args"]
+    assert (cli.datamodule.engine.dtype, cli.trainer.max_steps) == ("bfloat16", 200)
+
+
 @pytest.mark.parametrize(
     ("overlays", "updates", "clip", "replay"),
     [

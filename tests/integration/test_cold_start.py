@@ -10,6 +10,7 @@ from stable_rl.rollout import HFEngine, Sampling, VLLMEngine
 DATA = Path(__file__).resolve().parents[2] / "data"
 
 
+@pytest.mark.slow  # greedy decoding of the shipped cold starts in two engines: ~16 s
 @pytest.mark.vllm
 @pytest.mark.parametrize(
     ("cold_start", "boxed", "right"),

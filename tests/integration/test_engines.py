@@ -7,6 +7,7 @@ tokens, also after the policy's weights change and are synced into the live engi
 import pytest
 import torch
 
+from stable_rl.callbacks.routing_replay import check_alignment
 from stable_rl.data.template import PromptTemplate
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.rollout import HFEngine, RolloutBatch, Sampling, VLLMEngine
@@ -219,6 +220,13 @@ def test_routes_are_the_hf_routers_own_choice(engine_cls, tiny_model, tokenizer,
         assert batch.routes.shape == (*batch.input_ids.shape, 4, 2) and batch.routes.dtype == torch.int16
         assert (batch.routes[~needed] == -1).all()  # the last token of each row and padding: no route
         assert routes_match(hooks.own, batch.routes)[needed].all()
+        check_alignment(batch.routes, batch.attention_mask)  # R3's checks pass on the engine's real routes
+        with torch.no_grad(), hooks.replay(batch.routes, batch.attention_mask):
+            tiny_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
+        assert hooks.replayed_routes == 4 * int(needed.sum())
+        shifted = torch.cat([torch.full_like(batch.routes[:, :1], -1), batch.routes[:, :-1]], dim=1)  # one late
+        with pytest.raises(ValueError, match="off by one against the tokens"):
+            check_alignment(shifted, batch.attention_mask)
     evaluation = engine.generate(prompts(tokenizer), group_size=2, step=2, sampling=Sampling(max_new_tokens=8))
     assert all(s.routes is None for s in evaluation)  # evaluation needs no routes, so none are captured
     engine.close()
@@ -311,6 +319,7 @@ def test_vllm_refusing_its_settings_is_passed_through_unchanged(tiny_model_path)
     engine.close()
 
 
+@pytest.mark.slow  # makes data/smollm2-135m-instruct (517 MB) once from its GGUF: ~30 s
 def test_the_upcycled_smollm2_samples_with_the_policys_logprobs_and_routes(engine_cls, upcycled_smollm2_path):
     """SmolLM2 upcycled into Mixtral (2 layers, 8 experts, top-2): each engine loads the saved checkpoint, and
     its log mu_old and routes are the HF policy's on the same float32 weights; so after a weight sync (the

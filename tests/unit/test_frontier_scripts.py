@@ -48,6 +48,7 @@ def recording_sweep(tmp_path: Path, calls: Path) -> dict:
     return env | {"SAVE_DIR": str(tmp_path / "runs")}
 
 
+@pytest.mark.slow  # each report remade from its committed logs: ~3 s, 15 of them
 @pytest.mark.parametrize(
     ("script", "args", "folder"),
     [
@@ -69,6 +70,7 @@ def test_a_frontier_report_remakes_its_committed_table(tmp_path, script, args, f
     assert (tmp_path / folder / "frontier.md").read_text() == (ROOT / folder / "frontier.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_across_n_figure_remakes_its_committed_table(tmp_path):
     waves = [f"docs/paper/frontier/{wave}" for wave in ("onpolicy", "n2", "n4", "n8", "n16")]
     done = report(tmp_path, "docs/paper/frontier/run_across.sh", [], *waves)
@@ -77,6 +79,7 @@ def test_the_across_n_figure_remakes_its_committed_table(tmp_path):
     assert (tmp_path / across).read_text() == (ROOT / across).read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wave", ["wave1", "wave2", "wave3", "long1", "pace", "long2"])
 def test_a_fixed_rate_report_remakes_its_committed_table(tmp_path, wave):
     """run_fixed_lr.sh --report DIR: each wave's committed report.md (the tables docs/long-task.md cites), from its logs."""

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from stable_rl.data.verifier import MathVerifier, last_boxed
-from stable_rl.objectives import CISPO, GRPO, LossInputs, MiniRL
+from stable_rl.objectives import CISPO, DPPO, GRPO, GSPO, IcePop, LossInputs, MaskedIS, MiniRL, SequenceIS
 
 MATHY = st.sampled_from(
     ["\\boxed{", "}", "{", "\\frac", "^", "10", "-", ".", "/", "\\sqrt", "$", "e", " ", "∞", "\x00"]
@@ -47,7 +47,7 @@ def test_last_boxed_never_raises(text):
 FINITE = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinity=False)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=160, deadline=None)
 @given(
     seed=st.integers(0, 2**31 - 1),
     rows=st.integers(1, 6),
@@ -56,7 +56,11 @@ FINITE = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinit
     dtype=st.sampled_from([torch.float32, torch.float64]),
     advantage=FINITE,
     objective=st.sampled_from(
-        [MiniRL(), MiniRL(clip=False), MiniRL(train_infer_is=False), MiniRL(length_norm=True), GRPO(), CISPO()]
+        [
+            *(MiniRL(), MiniRL(clip=False), MiniRL(train_infer_is=False), MiniRL(length_norm=True), GRPO(), CISPO()),
+            *(MaskedIS(), SequenceIS(), SequenceIS(mode="mask", geometric=True, lower=0.999, cap=1.001), IcePop()),
+            *(GSPO(), GSPO(token_level=True), DPPO(), DPPO(divergence="binary_kl")),
+        ]
     ),
 )
 @example(seed=0, rows=1, length=4, spread=117.0, dtype=torch.float32, advantage=0.0, objective=GRPO())  # found in CI:
@@ -79,5 +83,5 @@ def test_objectives_give_finite_loss_and_gradients(seed, rows, length, spread, d
 def test_advantages_are_finite_for_any_rewards(groups):
     width = min(map(len, groups))
     rewards = torch.tensor([g[:width] for g in groups])
-    for objective in (MiniRL(), GRPO(), CISPO()):
+    for objective in (MiniRL(), GRPO(), CISPO(), IcePop(), GSPO(), DPPO()):
         assert torch.isfinite(objective.advantages(rewards)).all()

@@ -83,6 +83,7 @@ def test_the_head_is_compiled_by_default_on_gpus_only(tiny_model_path, monkeypat
 
 # Dynamo's tracer reads ``.grad`` of non-leaf inputs (torch/_dynamo/variables/builder.py, safe_has_grad) and
 # its own warning filter does not hide the C++ warning from pytest's filterwarnings=error
+@pytest.mark.slow  # torch.compile of the layers and head: about a minute on 2 cores
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf Tensor:UserWarning")
 @pytest.mark.parametrize("replay", ["R2", "R3"])
 def test_compiled_layers_and_head_without_padding_mask_replay_the_same_routes(tiny_model_path, replay):

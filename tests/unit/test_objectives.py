@@ -10,7 +10,19 @@ import math
 import pytest
 import torch
 
-from stable_rl.objectives import CISPO, GRPO, DrGRPO, LossInputs, MiniRL, group_advantages
+from stable_rl.objectives import (
+    CISPO,
+    DPPO,
+    GRPO,
+    GSPO,
+    DrGRPO,
+    IcePop,
+    LossInputs,
+    MaskedIS,
+    MiniRL,
+    SequenceIS,
+    group_advantages,
+)
 
 M, T, V = 6, 7, 5  # responses, positions, vocabulary
 
@@ -210,8 +222,14 @@ def test_drgrpo_without_a_generation_budget_is_refused():
 
 @pytest.mark.parametrize(
     "objective",
-    [MiniRL(), MiniRL(length_norm=True), GRPO(), CISPO(), DrGRPO(max_response_tokens=T + 3)],
-    ids=["minirl", "length-norm", "grpo", "cispo", "drgrpo"],
+    [
+        *(MiniRL(), MiniRL(length_norm=True), GRPO(), CISPO(), DrGRPO(max_response_tokens=T + 3), MaskedIS()),
+        *(SequenceIS(geometric=True), SequenceIS(mode="mask"), IcePop(), GSPO(), GSPO(token_level=True), DPPO()),
+    ],
+    ids=[
+        *("minirl", "length-norm", "grpo", "cispo", "drgrpo", "masked-is"),
+        *("geometric-sequence-is", "masked-sequence-is", "icepop", "gspo", "gspo-token", "dppo"),
+    ],
 )
 def test_micro_batch_split_does_not_change_the_gradient(objective):
     """Summing micro-batch losses, each over the mini-batch's one normaliser, equals the whole."""

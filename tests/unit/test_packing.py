@@ -58,6 +58,7 @@ def test_packed_logprobs_entropies_and_gradients_are_the_padded_batchs(tiny_mode
     assert results[False][0].abs().max() > 1 and results[False][2].abs().max() > 1e-3  # nothing vacuous
 
 
+@pytest.mark.slow  # flex attention compiles its kernel: ~13 s
 def test_flex_attention_keeps_packed_sequences_apart(tiny_model_path):
     """transformers' flex attention builds its block mask from the restarting positions (forward only: flex
     attention has no backward on CPU; the GPU tests train with it)."""

@@ -176,6 +176,68 @@ def test_bad_routes_are_refused_with_the_problem_named(corrupt, error, message):
         model(input_ids=input_ids, attention_mask=attention_mask)
 
 
+def test_a_token_routed_twice_to_one_expert_names_its_layer_row_and_position():
+    model = make_model("qwen3_moe")
+    input_ids, attention_mask = inputs()
+    recorded, _ = record(model, input_ids, attention_mask)
+    recorded[1, 3, 1] = torch.tensor([2, 2])
+    message = r"1 token-layers name one expert twice .* MoE layer 1, row 1, position 3: experts \[2, 2\].* FlashInfer"
+    with pytest.raises(ValueError, match=message), RouterHooks(model).replay(recorded, attention_mask):
+        model(input_ids=input_ids, attention_mask=attention_mask)
+    recorded[:, -1] = -1  # a duplicate where no route is needed (the last token) is not looked at
+    recorded[1, 3, 1] = torch.tensor([2, 3])
+    recorded[0, -1, 0] = torch.tensor([1, 1])
+    with RouterHooks(model).replay(recorded, attention_mask):
+        model(input_ids=input_ids, attention_mask=attention_mask)
+
+
+def test_an_all_zero_route_table_is_refused_as_routes_never_captured():
+    """vLLM's FlashInfer MoE kernels (0.26) return all-zero routed experts: with top-1 routing every token's route
+    is valid on its own, so the table as a whole is refused (with top-2 the repeated expert is named first)."""
+    torch.manual_seed(0)
+    config = Qwen3MoeConfig(**SHAPE, num_experts_per_tok=1, num_experts=4, moe_intermediate_size=16, head_dim=16)
+    model = AutoModelForCausalLM.from_config(config).float()
+    input_ids, attention_mask = inputs()
+    zeros = torch.zeros(3, 7, 2, 1, dtype=torch.int16)
+    refused = pytest.raises(ValueError, match=r"every route of the batch is expert 0 .* FlashInfer")
+    with refused, RouterHooks(model).replay(zeros, attention_mask):
+        model(input_ids=input_ids, attention_mask=attention_mask)
+    top2 = make_model("qwen3_moe")
+    refused = pytest.raises(ValueError, match=r"name one expert twice .* experts \[0, 0\]")
+    with refused, RouterHooks(top2).replay(torch.zeros(3, 7, 2, 2, dtype=torch.int16), attention_mask):
+        top2(input_ids=input_ids, attention_mask=attention_mask)
+
+
+def test_the_replayed_routes_are_counted_token_layer_by_token_layer():
+    """One forward inside replay(): 2 layers x (6 + 6 + 4 tokens that need a route: every real token but each row's
+    last) = 32 token-layers replayed."""
+    model = make_model("qwen3_moe")
+    input_ids, attention_mask = inputs()
+    recorded, _ = record(model, input_ids, attention_mask)
+    hooks = RouterHooks(model)
+    with hooks.replay(recorded, attention_mask):
+        model(input_ids=input_ids, attention_mask=attention_mask)
+    assert hooks.replayed_routes == 2 * (6 + 6 + 4)
+
+
+@pytest.mark.parametrize(("position", "where"), [(6, "its last token"), (5, "padding")])
+def test_rollout_routes_off_by_one_against_the_tokens_are_refused(position, where):
+    """R3's alignment check: a route at a row's last token or at padding (no engine routes those) means the routes
+    are shifted against the tokens."""
+    from stable_rl.callbacks.routing_replay import check_alignment
+
+    model = make_model("qwen3_moe")
+    input_ids, attention_mask = inputs()
+    recorded, _ = record(model, input_ids, attention_mask)
+    routes = recorded.clone()
+    routes[~routed_positions(attention_mask)] = -1  # what an engine returns
+    check_alignment(routes, attention_mask)
+    row = 2 if where == "padding" else 0
+    routes[row, position] = recorded[row, position]
+    with pytest.raises(ValueError, match=rf"row {row} hold a route at position {position}, {where}.* off by one"):
+        check_alignment(routes, attention_mask)
+
+
 def test_routes_left_unused_are_an_error():
     model = make_model("qwen3_moe")
     input_ids, attention_mask = inputs()

@@ -75,6 +75,7 @@ def test_r3_replays_the_rollout_routes_in_the_old_pass_and_every_update(tiny_mod
     with hooks.record(batch.input_ids):
         inference(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
     batch.routes = hooks.own.to(torch.int16)
+    batch.routes[~routed_positions(batch.attention_mask)] = -1  # as an engine returns them: none where none is needed
 
     # what the metrics must say, from the training model before any update
     training = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)
@@ -117,6 +118,9 @@ def test_r3_replays_the_rollout_routes_in_the_old_pass_and_every_update(tiny_mod
     torch.testing.assert_close(metrics["train/kl"], (batch.rollout_logprobs - old)[mask].mean())
     torch.testing.assert_close(metrics["train/kl_k3_no_replay"], k3(free).mean())
     torch.testing.assert_close(metrics["train/kl_k3"], k3(old).mean())
+    # replayed: the pi_old pass of rows 4-7, the first update (rows 0-3) and the update of rows 4-7, 4 layers each
+    replays = 4 * (needed[4:].sum() + needed[:4].sum() + needed[4:].sum())
+    assert metrics["train/routing/replayed_routes"] == float(replays)
 
 
 def test_r3_refuses_a_batch_without_routes(tiny_model_path):
@@ -155,6 +159,7 @@ def test_gradient_checkpointing_makes_the_same_updates_with_and_without_replay(t
     if replay == "R3":
         scores = torch.rand(*batch.input_ids.shape, 4, 8, generator=torch.Generator().manual_seed(1))
         batch.routes = scores.argsort(-1)[..., :2].to(torch.int16)  # 4 MoE layers, 2 distinct of 8 experts
+        batch.routes[~routed_positions(batch.attention_mask)] = -1  # as an engine returns them
     weights = []
     for checkpointing in (False, True):
         torch.manual_seed(0)

@@ -11,8 +11,14 @@ Gate weights always come from the training router's own logits, so the router ke
 Logged each step (``train/routing/...``): ``infer_agreement`` (and ``/layer{i}``), the fraction of
 tokens whose top-k set in the training engine matches the rollout engine's, before replay;
 ``update_agreement``, the same between the replayed routes and the updated policy's own choice;
-and, for R3, ``train/kl_no_replay`` and ``train/kl_k3_no_replay``, the training-inference KL had
-pi_old not replayed the routes (``train/kl``, ``train/kl_k3`` are then the KL with replay).
+``replayed_routes``, the token-layers given a replayed route in the step's forwards (each needed
+token, each MoE layer, each forward that replays); and, for R3, ``train/kl_no_replay`` and
+``train/kl_k3_no_replay``, the training-inference KL had pi_old not replayed the routes (``train/kl``,
+``train/kl_k3`` are then the KL with replay).
+
+Replay cannot fail silently: every replay checks that each needed token has a route in range, its top-k experts
+distinct, not an all-zero table (``RouterHooks``), and that each router replayed exactly the needed tokens; R3
+also checks that the rollout's routes sit on the tokens they belong to (``check_alignment``).
 """
 
 from collections.abc import Iterator
@@ -71,6 +77,8 @@ class RoutingReplay(PolicyForwardCallback):
                 "RoutingReplay(mode='R3') got a rollout batch without routes: the engine must return them "
                 "(set data.engine.init_args.return_routes: true)"
             )
+        if self.mode == "R3":
+            check_alignment(batch.routes, batch.attention_mask)
         self.replayed = torch.zeros(batch.num_rows, dtype=torch.bool)
         self.old_routes = None  # R2: allocated by the first pi_old recompute (mini-batches 2..N), full width
         self._routes_shape = (*batch.input_ids.shape, self.hooks.num_layers, self.hooks.top_k)
@@ -108,6 +116,7 @@ class RoutingReplay(PolicyForwardCallback):
             routes = self.old_routes[batch.row_index.to(self.old_routes.device), : batch.input_ids.shape[1]]
         with self.hooks.replay(routes, batch.attention_mask, module.packed_sequences):
             yield
+        module.step_metrics.total("routing/replayed_routes", torch.tensor(float(self.hooks.replayed_routes)))
         if phase != "old":
             self._replayed(module, batch, routes, needed)
 
@@ -138,3 +147,19 @@ class RoutingReplay(PolicyForwardCallback):
         module.step_metrics.mean(f"routing/{name}", same)
         for layer in range(same.shape[-1]):
             module.step_metrics.mean(f"routing/{name}/layer{layer}", same[:, layer])
+
+
+def check_alignment(routes: Tensor, attention_mask: Tensor) -> None:
+    """The rollout engine's routes [M, L, layers, k] sit where the tokens that need one are, and nowhere else: a
+    route at padding or at a row's last token (never fed to the model, so never routed) means the routes are
+    shifted against the tokens."""
+    stray = ~routed_positions(attention_mask).cpu() & (routes.cpu() >= 0).any(-1).any(-1)
+    if stray.any():
+        row, position = (int(i) for i in stray.nonzero()[0])
+        last = int(attention_mask[row].sum()) - 1
+        where = "its last token" if position == last else "padding"
+        raise ValueError(
+            f"the rollout's routes of row {row} hold a route at position {position}, {where}, which no engine routes "
+            f"({int(stray.sum())} such positions): the routes are off by one against the tokens; check the engine's "
+            "route capture (VLLMEngine: vLLM's routed_experts or its router hook)"
+        )

@@ -6,7 +6,7 @@ the gradient does not depend on how the mini-batch is split into micro-batches.
 """
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -37,10 +37,12 @@ class LossInputs:
 
 @dataclass(frozen=True)
 class LossOutput:
-    """``token_loss`` [M, T] (zero off the response); ``token_metrics`` name -> [M, T], detached."""
+    """``token_loss`` [M, T] (zero off the response); ``token_metrics`` name -> [M, T], detached, averaged over
+    response tokens; ``sequence_metrics`` name -> [M], detached, averaged over responses."""
 
     token_loss: Tensor
     token_metrics: dict[str, Tensor]
+    sequence_metrics: dict[str, Tensor] = field(default_factory=dict)
 
 
 class Objective(ABC):

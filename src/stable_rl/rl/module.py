@@ -365,6 +365,8 @@ class PolicyModule(HFPolicyModule):
             self.manual_backward(loss)
         for name, values in out.token_metrics.items():
             self.step_metrics.mean(name, values, part.response_mask)
+        for name, values in out.sequence_metrics.items():
+            self.step_metrics.mean(name, values, part.response_mask.any(-1))
         if "is_weight" in out.token_metrics:
             self.step_metrics.max("is_weight_max", out.token_metrics["is_weight"], part.response_mask)
         self._log_health(logprobs, old_logprobs, part)

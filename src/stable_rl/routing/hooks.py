@@ -18,6 +18,12 @@ from stable_rl.packing import unpack
 from stable_rl.routing.families import moe_routers
 
 ROUTE_DTYPE = torch.int16  # compact: up to 32,767 experts
+DEGENERATE_CAUSE = (
+    "these are not a router's routes (it picks k distinct experts, and not expert 0 for every token): were they "
+    "captured? vLLM's FlashInfer MoE kernels return "
+    "all-zero routed experts (vLLM 0.26 lacks the fix): run vLLM's Triton MoE kernels (its MoE backend setting) or a "
+    "vLLM with the fix"
+)
 
 
 def routed_positions(attention_mask: Tensor) -> Tensor:
@@ -42,6 +48,7 @@ class RouterHooks:
         self.top_k = self.routers[0].top_k
         self.num_experts = self.routers[0].num_experts
         self.own: Tensor | None = None  # [M, L, layers, k]: the routers' own choice in the last pass
+        self.replayed_routes = 0  # token-layers the last replay() gave their replayed route (tokens that need one)
 
     @property
     def num_layers(self) -> int:
@@ -86,7 +93,10 @@ class RouterHooks:
         fed = attention_mask.bool() if packed else None  # packed: only the real tokens are fed
         routes = routes.to(attention_mask.device, torch.long)
         flat = routes[fed] if fed is not None else routes.flatten(0, 1)  # [tokens fed, layers, k]
+        needed = routed_positions(attention_mask)
+        needed = needed[fed] if fed is not None else needed.flatten()  # [tokens fed]
         chosen: dict[int, Tensor] = {}
+        replayed_needed: dict[int, int] = {}  # layer -> tokens that need a route and got the replayed one
 
         def hook(router, output, layer):
             logits, _, own = output
@@ -96,9 +106,10 @@ class RouterHooks:
                     f"{flat.shape[0]} {'real ' if packed else ''}positions: replay(packed=...) must say whether "
                     "the forward runs on packed rows (model.init_args.packed_sequences)"
                 )
-            replayed = flat[:, layer]
-            replayed = torch.where((replayed >= 0).all(-1, keepdim=True), replayed, own)
+            given = (flat[:, layer] >= 0).all(-1, keepdim=True)  # [tokens fed, 1]
+            replayed = torch.where(given, flat[:, layer], own)
             chosen[layer] = own.detach()
+            replayed_needed[layer] = int((given[:, 0] & needed).sum())  # a recompute (checkpointing) counts once
             return logits, self.family.gates(router, logits, replayed), replayed
 
         self.own = None
@@ -110,6 +121,7 @@ class RouterHooks:
                 f"routes of MoE layers {unused} were left unused: the forward inside replay() did not run "
                 "those routers; run exactly one forward of the replayed batch inside the block"
             )
+        self.replayed_routes = sum(replayed_needed.values())
         self.own = self._stack(chosen, attention_mask.shape, fed)
 
     def _stack(self, chosen: dict[int, Tensor], shape: torch.Size, fed: Tensor | None = None) -> Tensor:
@@ -145,3 +157,17 @@ class RouterHooks:
                 f"{position}): the rollout engine must capture the routes of every prompt and response "
                 "token but the last (VLLMEngine/HFEngine with return_routes: true)"
             )
+        needed = routed_positions(attention_mask).cpu()
+        routes = routes.cpu()
+        if (
+            self.top_k > 1
+            and (repeated := (routes.sort(-1).values.diff(dim=-1) == 0).any(-1) & needed[..., None]).any()
+        ):
+            row, position, layer = (int(i) for i in repeated.nonzero()[0])
+            raise ValueError(
+                f"{int(repeated.sum())} token-layers name one expert twice in their top-{self.top_k} (first: MoE layer "
+                f"{layer}, row {row}, position {position}: experts {routes[row, position, layer].tolist()}): "
+                + DEGENERATE_CAUSE
+            )
+        if needed.any() and (routes[needed] == 0).all():
+            raise ValueError(f"every route of the batch is expert 0 in every MoE layer: {DEGENERATE_CAUSE}")
