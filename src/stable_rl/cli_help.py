@@ -11,7 +11,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 SHARED = {"model_path", "mini_batch_size", "micro_batch_size"}  # set under model, linked to data (cli.py)
 # (title, import path, where its settings go, settings not listed); the recipes' choices (recipes/minirl.yaml)
-COMPONENTS = (
+COMPONENTS: tuple[tuple[str, str, str, set[str]], ...] = (
     ("the policy (model.class_path: stable_rl.rl.PolicyModule)", "stable_rl.rl.PolicyModule", "model.init_args", set()),
     (
         "its objective (default MiniRL, paper Eq. 7)",
