@@ -16,8 +16,10 @@ from stable_rl.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted(
-    p for p in (REPO / "recipes").glob("**/*.yaml") if not {"large", "gpu", "frontier", "long"} & set(p.parts)
-)  # GPUs only
+    p
+    for p in (REPO / "recipes").glob("**/*.yaml")
+    if not {"large", "gpu", "frontier", "long", "loggers"} & set(p.parts)
+)  # GPUs only; the loggers' overlays have a test of their own
 SMALL = [
     "--data.init_args.prompts_per_step=2",
     "--data.init_args.group_size=2",
@@ -161,6 +163,38 @@ def test_a_clean_first_run_logs_no_false_alarm(tmp_path):
     assert "WARNING vllm." in log and "Loading weights" in log  # vLLM's and transformers' messages are there
     for alarm in ("exists and is not empty", "may cause the engine to crash", "may affect the random state"):
         assert alarm not in log and alarm not in done.stdout + done.stderr
+
+
+def test_tensorboard_and_wandb_get_every_metric_the_csv_logger_gets(tmp_path, monkeypatch):
+    """recipes/loggers/ stacked on the quickstart (W&B offline): the CSV logger stays first (its folder holds
+    metrics.csv, console.log and report.png) and TensorBoard and W&B receive the same values."""
+    import wandb
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.chdir(tmp_path)  # the recipes' runs/ folders land here
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    configs = [
+        f"--config={REPO}/recipes/{name}.yaml"
+        for name in ("minirl", "quickstart", "loggers/tensorboard", "loggers/wandb")
+    ]
+    model = f"--model.init_args.model_path={REPO}/data/tiny-qwen3-moe-sft-format"
+    cli = main(["fit", *configs, model, *SMALL, "--trainer.max_steps=2", "--trainer.limit_val_batches=0"])
+    wandb.finish()
+    assert [type(logger).__name__ for logger in cli.trainer.loggers] == [
+        "CSVLogger",
+        "TensorBoardLogger",
+        "WandbLogger",
+    ]
+    rows = list(
+        csv.DictReader((tmp_path / "runs" / "quickstart" / "version_0" / "metrics.csv").read_text().splitlines())
+    )
+    rewards = {int(r["step"]): float(r["train/reward"]) for r in rows if r.get("train/reward")}
+    assert sorted(rewards) == [0, 1]
+    events = EventAccumulator(str(tmp_path / "runs" / "tensorboard" / "stable-rl" / "version_0"))
+    events.Reload()
+    assert {e.step: pytest.approx(e.value) for e in events.Scalars("train/reward")} == rewards
+    (summary,) = (tmp_path / "runs" / "wandb" / "wandb").glob("offline-run-*/files/wandb-summary.json")
+    assert yaml.safe_load(summary.read_text())["train/reward"] == pytest.approx(rewards[1])
 
 
 def test_fit_help_lists_stable_rls_own_settings_each_under_the_flag_that_sets_it(capsys):
