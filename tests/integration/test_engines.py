@@ -223,7 +223,7 @@ def test_routes_are_the_hf_routers_own_choice(engine_cls, tiny_model, tokenizer,
         check_alignment(batch.routes, batch.attention_mask)  # R3's checks pass on the engine's real routes
         with torch.no_grad(), hooks.replay(batch.routes, batch.attention_mask):
             tiny_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask)
-        assert hooks.replayed_routes == 4 * int(needed.sum())
+        assert int(hooks.replayed_routes) == 4 * int(needed.sum())
         shifted = torch.cat([torch.full_like(batch.routes[:, :1], -1), batch.routes[:, :-1]], dim=1)  # one late
         with pytest.raises(ValueError, match="off by one against the tokens"):
             check_alignment(shifted, batch.attention_mask)

@@ -37,8 +37,8 @@ def finish(logits, loss, normalizer):
     return loss.detach(), logits.grad
 
 
-def reference_masked_is(logits, gather, old, mu, mask, rewards, cap, lower):
-    """-(1/M) sum_i sum_t M_t sg[pi/pi_old * w 1(lower <= w <= cap)] A_i log pi, w = pi_old/mu_old."""
+def reference_masked_is(logits, gather, old, mu, mask, rewards, cap, lower, is_cap):
+    """-(1/M) sum_i sum_t M_t sg[min(pi/pi_old * w 1(lower <= w <= cap), C)] A_i log pi, w = pi_old/mu_old."""
     adv = adv_of(rewards, std=False)
 
     def response(logp, i):
@@ -46,7 +46,7 @@ def reference_masked_is(logits, gather, old, mu, mask, rewards, cap, lower):
         for t in range(int(mask[i].sum())):
             w, r = math.exp(old[i, t] - mu[i, t]), math.exp((logp[i, t] - old[i, t]).item())
             if lower <= w <= cap and not clipped_out(r, adv[i]):
-                total = total + r * w * adv[i] * logp[i, t]
+                total = total + min(r * w, is_cap) * adv[i] * logp[i, t]
         return total
 
     logits, _, loss = run_reference(logits, gather, response)
@@ -54,15 +54,20 @@ def reference_masked_is(logits, gather, old, mu, mask, rewards, cap, lower):
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize(("cap", "lower"), [(2.0, 0.0), (2.0, 0.5), (5.0, 0.2)])
-def test_masked_is_matches_its_reference(seed, cap, lower):
+@pytest.mark.parametrize(
+    ("cap", "lower", "is_cap"), [(2.0, 0.0, 5.0), (2.0, 0.5, 5.0), (5.0, 0.2, 5.0), (2.0, 0.0, 2.0)]
+)
+def test_masked_is_matches_its_reference(seed, cap, lower, is_cap):
     logits, gather, old, mu, mask, rewards = make_case(seed)
-    loss, grad, out = vectorised(MaskedIS(cap=cap, lower=lower), logits, gather, old, mu, mask, rewards)
-    ref_loss, ref_grad = reference_masked_is(logits, gather, old, mu, mask, rewards, cap, lower)
+    objective = MaskedIS(cap=cap, lower=lower, is_cap=is_cap)
+    loss, grad, out = vectorised(objective, logits, gather, old, mu, mask, rewards)
+    ref_loss, ref_grad = reference_masked_is(logits, gather, old, mu, mask, rewards, cap, lower, is_cap)
     torch.testing.assert_close(loss, ref_loss, **CLOSE)
     torch.testing.assert_close(grad, ref_grad, **CLOSE)
     assert 0 < out.token_metrics["is_masked"][mask].sum() < mask.sum()  # some tokens dropped, not all
     assert out.token_metrics["clip_fraction"][mask].sum() > 0
+    if is_cap < 2:  # off-policy the staleness can push a kept weight past C: truncated, as MiniRL's
+        assert out.token_metrics["is_truncated"][mask].sum() > 0
 
 
 def test_masked_is_hand_worked_numbers():
@@ -79,7 +84,8 @@ def test_masked_is_hand_worked_numbers():
 
 
 def reference_sequence_is(logits, gather, old, mu, mask, rewards, mode, geometric, cap, lower):
-    """-(1/M) sum_i c_i sum_t M_t sg[pi/pi_old] A_i log pi; c_i from W_i = prod (or geometric mean) of pi_old/mu_old."""
+    """-(1/M) sum_i sum_t M_t sg[min(pi/pi_old c_i, 5)] A_i log pi; c_i from W_i = prod (or geometric mean) of
+    pi_old/mu_old."""
     adv = adv_of(rewards, std=False)
 
     def response(logp, i):
@@ -91,7 +97,7 @@ def reference_sequence_is(logits, gather, old, mu, mask, rewards, mode, geometri
         for t in range(n):
             r = math.exp((logp[i, t] - old[i, t]).item())
             if not clipped_out(r, adv[i]):
-                total = total + r * c * adv[i] * logp[i, t]
+                total = total + min(r * c, 5.0) * adv[i] * logp[i, t]
         return total
 
     logits, _, loss = run_reference(logits, gather, response)
@@ -258,6 +264,8 @@ def test_dppo_defaults_are_the_papers():
     ("build", "message"),
     [
         (lambda: MaskedIS(cap=0.9), r"MaskedIS lower=0.0, cap=0.9: .* 0 <= lower <= 1 <= cap"),
+        (lambda: MaskedIS(cap=3.0, is_cap=2.0), r"MaskedIS is_cap=2.0 < cap=3.0"),
+        (lambda: SequenceIS(cap=6.0), r"SequenceIS is_cap=5.0 < cap=6.0"),
         (lambda: SequenceIS(mode="mask", lower=1.5, cap=3.0), r"SequenceIS lower=1.5"),
         (lambda: SequenceIS(lower=0.5), r"lower=0.5 with mode 'truncate'"),
         (lambda: SequenceIS(mode="clip"), r"mode='clip'"),

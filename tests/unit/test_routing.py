@@ -192,19 +192,23 @@ def test_a_token_routed_twice_to_one_expert_names_its_layer_row_and_position():
 
 
 def test_an_all_zero_route_table_is_refused_as_routes_never_captured():
-    """vLLM's FlashInfer MoE kernels (0.26) return all-zero routed experts: with top-1 routing every token's route
-    is valid on its own, so the table as a whole is refused (with top-2 the repeated expert is named first)."""
+    """vLLM's FlashInfer MoE kernels (0.26) return all-zero routed experts: with top-1 routing each token's route is
+    valid on its own, so a table of at least 64 token-layers all on expert 0 is refused (a tiny batch may be a
+    router's own choice); with top-2 the repeated expert is named first."""
     torch.manual_seed(0)
     config = Qwen3MoeConfig(**SHAPE, num_experts_per_tok=1, num_experts=4, moe_intermediate_size=16, head_dim=16)
     model = AutoModelForCausalLM.from_config(config).float()
-    input_ids, attention_mask = inputs()
-    zeros = torch.zeros(3, 7, 2, 1, dtype=torch.int16)
+    input_ids = torch.randint(0, 64, (6, 8), generator=torch.Generator().manual_seed(1))
+    attention_mask = torch.ones(6, 8, dtype=torch.bool)  # 6 x 7 tokens that need a route, x 2 layers = 84
     refused = pytest.raises(ValueError, match=r"every route of the batch is expert 0 .* FlashInfer")
-    with refused, RouterHooks(model).replay(zeros, attention_mask):
+    with refused, RouterHooks(model).replay(torch.zeros(6, 8, 2, 1, dtype=torch.int16), attention_mask):
         model(input_ids=input_ids, attention_mask=attention_mask)
+    few_ids, few_mask = inputs()  # 16 tokens x 2 layers = 32 token-layers on expert 0: replayed as given
+    with RouterHooks(model).replay(torch.zeros(3, 7, 2, 1, dtype=torch.int16), few_mask):
+        model(input_ids=few_ids, attention_mask=few_mask)
     top2 = make_model("qwen3_moe")
     refused = pytest.raises(ValueError, match=r"name one expert twice .* experts \[0, 0\]")
-    with refused, RouterHooks(top2).replay(torch.zeros(3, 7, 2, 2, dtype=torch.int16), attention_mask):
+    with refused, RouterHooks(top2).replay(torch.zeros(6, 8, 2, 2, dtype=torch.int16), attention_mask):
         top2(input_ids=input_ids, attention_mask=attention_mask)
 
 
@@ -217,7 +221,7 @@ def test_the_replayed_routes_are_counted_token_layer_by_token_layer():
     hooks = RouterHooks(model)
     with hooks.replay(recorded, attention_mask):
         model(input_ids=input_ids, attention_mask=attention_mask)
-    assert hooks.replayed_routes == 2 * (6 + 6 + 4)
+    assert int(hooks.replayed_routes) == 2 * (6 + 6 + 4)
 
 
 @pytest.mark.parametrize(("position", "where"), [(6, "its last token"), (5, "padding")])

@@ -11,14 +11,16 @@ Gate weights always come from the training router's own logits, so the router ke
 Logged each step (``train/routing/...``): ``infer_agreement`` (and ``/layer{i}``), the fraction of
 tokens whose top-k set in the training engine matches the rollout engine's, before replay;
 ``update_agreement``, the same between the replayed routes and the updated policy's own choice;
-``replayed_routes``, the token-layers given a replayed route in the step's forwards (each needed
-token, each MoE layer, each forward that replays); and, for R3, ``train/kl_no_replay`` and
+``replayed_routes``, the token-layers whose router output the replayed experts replaced in the step's
+forwards (each token that needs a route, each MoE layer, each forward that replays: R3's pi_old pass and
+every update; R2's updates after the first mini-batch, so not logged at N = 1, where R2 replays nothing); and,
+for R3, ``train/kl_no_replay`` and
 ``train/kl_k3_no_replay``, the training-inference KL had pi_old not replayed the routes (``train/kl``,
 ``train/kl_k3`` are then the KL with replay).
 
 Replay cannot fail silently: every replay checks that each needed token has a route in range, its top-k experts
-distinct, not an all-zero table (``RouterHooks``), and that each router replayed exactly the needed tokens; R3
-also checks that the rollout's routes sit on the tokens they belong to (``check_alignment``).
+distinct, not an all-zero table (``RouterHooks``); R3 also checks that the rollout's routes sit on the tokens they
+belong to (``check_alignment``). The checks run on the batch's device.
 """
 
 from collections.abc import Iterator
@@ -116,7 +118,9 @@ class RoutingReplay(PolicyForwardCallback):
             routes = self.old_routes[batch.row_index.to(self.old_routes.device), : batch.input_ids.shape[1]]
         with self.hooks.replay(routes, batch.attention_mask, module.packed_sequences):
             yield
-        module.step_metrics.total("routing/replayed_routes", torch.tensor(float(self.hooks.replayed_routes)))
+        module.step_metrics.total(
+            "routing/replayed_routes", self.hooks.replayed_routes
+        )  # a tensor on the batch's device
         if phase != "old":
             self._replayed(module, batch, routes, needed)
 
@@ -153,7 +157,7 @@ def check_alignment(routes: Tensor, attention_mask: Tensor) -> None:
     """The rollout engine's routes [M, L, layers, k] sit where the tokens that need one are, and nowhere else: a
     route at padding or at a row's last token (never fed to the model, so never routed) means the routes are
     shifted against the tokens."""
-    stray = ~routed_positions(attention_mask).cpu() & (routes.cpu() >= 0).any(-1).any(-1)
+    stray = ~routed_positions(attention_mask) & (routes.to(attention_mask.device) >= 0).any(-1).any(-1)
     if stray.any():
         row, position = (int(i) for i in stray.nonzero()[0])
         last = int(attention_mask[row].sum()) - 1

@@ -63,7 +63,7 @@ def dppo_token_loss(
         "dppo_masked": (~keep & response_mask).float(),
         "dppo_masked_positive": (too_high & response_mask).float(),
         "dppo_masked_negative": (too_low & response_mask).float(),
-        "is_weight": bounded_exp(log_is),
+        "is_weight": is_weight,  # as MiniRL's: the truncated weight applied
         "is_truncated": (log_is > math.log(is_cap)).float(),
     }
     return LossOutput(token_loss, metrics)

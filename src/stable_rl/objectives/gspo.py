@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 
 from stable_rl.objectives.base import LossInputs, LossOutput, Objective, per_token, response_lengths, sequence_count
-from stable_rl.objectives.is_corrections import LOG_WEIGHT_BOUND, sequence_log_weight
+from stable_rl.objectives.grpo import LOG_RATIO_BOUND
+from stable_rl.objectives.is_corrections import sequence_log_weight
 
 
 def gspo_token_loss(
@@ -28,7 +29,7 @@ def gspo_token_loss(
 ) -> LossOutput:
     """Negative of the GSPO (or GSPO-token) term, spread over each response's tokens; shapes as in ``LossInputs``."""
     sequence = sequence_log_weight(logprobs - old_logprobs, response_mask, geometric=True)  # [M, 1] log s_i, with grad
-    sequence = sequence.clamp(-LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND)
+    sequence = sequence.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     if token_level:  # log s_{i,t}: the value of log s_i, the gradient of log pi_theta(y_t) alone
         log_ratio = sequence.detach() + logprobs - logprobs.detach()  # [M, T]
     elif advantages.dim() == 2:

@@ -13,8 +13,7 @@ from torch import Tensor
 
 from stable_rl.objectives.base import LossInputs, LossOutput, Objective, token_count
 from stable_rl.objectives.grpo import clipped_surrogate_loss
-from stable_rl.objectives.is_corrections import bounded_exp, within
-from stable_rl.objectives.masked_is import check_bounds
+from stable_rl.objectives.is_corrections import bounded_exp, check_bounds, within
 
 
 def icepop_token_loss(

@@ -4,9 +4,10 @@ The token ratio pi_theta/mu_old factors into pi_old/mu_old (training-inference d
 (staleness) (arXiv 2512.01374, Sec. 2). MiniRL truncates the product; the corrections here act on the first factor,
 w_t = pi_old(y_t)/mu_old(y_t), token by token or for a whole response, truncated (``min(w, C)``) or masked (the
 token or response dropped beyond its bounds), and keep the second, sg[pi_theta/pi_old], with MiniRL's decoupled
-clipping mask, so that on-policy (pi_theta = pi_old) each is REINFORCE with that weight:
+clipping mask and its truncation of the whole weight at C (5), so that off-policy the staleness cannot grow the
+weight without bound and on-policy (pi_theta = pi_old) each is REINFORCE with its weight c_t (<= its cap <= C):
 
-    J = E [ sum_t M_t * sg[pi_theta(y_t)/pi_old(y_t) * c_t] * A * log pi_theta(y_t) ]
+    J = E [ sum_t M_t * sg[min(pi_theta(y_t)/pi_old(y_t) * c_t, C)] * A * log pi_theta(y_t) ]
 """
 
 import math
@@ -15,14 +16,23 @@ import torch
 from torch import Tensor
 
 from stable_rl.objectives.base import LossOutput, per_token
+from stable_rl.objectives.grpo import LOG_RATIO_BOUND
 from stable_rl.objectives.minirl import decoupled_clip_mask
-
-LOG_WEIGHT_BOUND = 20.0  # |log w| beyond this is clamped before exp: a weight e^20 is beyond every cap anyway
 
 
 def bounded_exp(log_weight: Tensor) -> Tensor:
-    """exp of a log-weight clamped to +-``LOG_WEIGHT_BOUND`` (no inf in float32, no inf x 0 = NaN)."""
-    return torch.exp(log_weight.clamp(-LOG_WEIGHT_BOUND, LOG_WEIGHT_BOUND))
+    """exp of a log-weight clamped to +-``LOG_RATIO_BOUND`` (20 nats: no inf in float32, no inf x 0 = NaN)."""
+    return torch.exp(log_weight.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND))
+
+
+def check_bounds(owner: str, lower: float, cap: float, names: tuple[str, str] = ("lower", "cap")) -> None:
+    """Refuse bounds that would drop or shrink a token without mismatch (weight 1): ``0 <= lower <= 1 <= cap``."""
+    if not (0 <= lower <= 1 <= cap and lower < cap):
+        low, high = names
+        raise ValueError(
+            f"{owner} {low}={lower}, {high}={cap}: the bounds must keep a weight of 1 (no mismatch): "
+            f"0 <= {low} <= 1 <= {high}"
+        )
 
 
 def sequence_log_weight(log_weight: Tensor, response_mask: Tensor, geometric: bool) -> Tensor:
@@ -41,6 +51,12 @@ def within(log_weight: Tensor, low: float, high: float) -> Tensor:
     return above_low & (log_weight <= math.log(high))
 
 
+def check_is_cap(owner: str, cap: float, is_cap: float) -> None:
+    """Refuse a truncation of the whole weight below the correction's own cap (it would cut weights the cap keeps)."""
+    if is_cap < cap:
+        raise ValueError(f"{owner} is_cap={is_cap} < cap={cap}: MiniRL's truncation of the whole weight must be >= cap")
+
+
 def corrected_reinforce_loss(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -50,12 +66,15 @@ def corrected_reinforce_loss(
     eps_low: float,
     eps_high: float,
     clip: bool,
+    is_cap: float,
 ) -> LossOutput:
-    """-M_t sg[pi_theta/pi_old * c_t] A log pi_theta per token. ``correction`` c: [M, T] or [M, 1], no gradient, 0
-    where a token or response is masked; other shapes as in ``LossInputs``."""
+    """-M_t sg[min(pi_theta/pi_old * c_t, C)] A log pi_theta per token. ``correction`` c: [M, T] or [M, 1], no
+    gradient, 0 where a token or response is masked; ``is_cap`` C; other shapes as in ``LossInputs``."""
     advantages = per_token(advantages)  # [M, 1] or [M, T]
     staleness = bounded_exp(logprobs.detach() - old_logprobs)  # [M, T] pi_theta/pi_old
     keep = decoupled_clip_mask(staleness, advantages, eps_low, eps_high) if clip else torch.ones_like(response_mask)
     keep = keep & response_mask  # [M, T]
-    token_loss = -(keep * staleness * correction * advantages * logprobs)  # [M, T]
-    return LossOutput(token_loss, {"clip_fraction": (~keep & response_mask).float()})
+    weight = staleness * correction  # [M, T]
+    token_loss = -(keep * weight.clamp(max=is_cap) * advantages * logprobs)  # [M, T]
+    metrics = {"clip_fraction": (~keep & response_mask).float(), "is_truncated": (weight > is_cap).float()}
+    return LossOutput(token_loss, metrics)

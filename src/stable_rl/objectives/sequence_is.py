@@ -4,12 +4,13 @@
     W_i = exp(mean_t log pi_old(y_t)/mu_old(y_t))     (``geometric: true``: the length-normalised ratio)
     c_i = min(W_i, cap)                               (``mode: truncate``)
     c_i = W_i * 1(lower <= W_i <= cap)                (``mode: mask``: the response dropped outside)
-    J = E [ sum_t M_t * sg[pi_theta/pi_old * c_i] * A * log pi_theta(y_t) ]
+    J = E [ sum_t M_t * sg[min(pi_theta/pi_old * c_i, C)] * A * log pi_theta(y_t) ]
 
 Liu, Li et al., "When Speed Kills Stability" (2025): Seq-TIS, Seq-MIS and the geometric mean (Geo-RS); TRL's
 ``sequence_truncate``/``sequence_mask`` (product only) and verl's sequence rollout correction (cap 2.0; Geo-RS
-bounds 0.999-1.001) apply them. The staleness factor and M_t as in MiniRL (arXiv 2512.01374, Eq. 7); group-mean
-advantages, divided by the number of responses (a dropped response keeps its place in that count).
+bounds 0.999-1.001) apply them. The staleness factor, M_t and the truncation of the whole weight at C = 5 as in
+MiniRL (arXiv 2512.01374, Eq. 7); group-mean advantages, divided by the number of responses (a dropped response
+keeps its place in that count).
 """
 
 from typing import Literal
@@ -17,8 +18,14 @@ from typing import Literal
 from torch import Tensor
 
 from stable_rl.objectives.base import LossInputs, LossOutput, Objective, sequence_count
-from stable_rl.objectives.is_corrections import bounded_exp, corrected_reinforce_loss, sequence_log_weight, within
-from stable_rl.objectives.masked_is import check_bounds
+from stable_rl.objectives.is_corrections import (
+    bounded_exp,
+    check_bounds,
+    check_is_cap,
+    corrected_reinforce_loss,
+    sequence_log_weight,
+    within,
+)
 
 
 def sequence_is_token_loss(
@@ -34,6 +41,7 @@ def sequence_is_token_loss(
     eps_low: float = 0.2,
     eps_high: float = 0.27,
     clip: bool = True,
+    is_cap: float = 5.0,
 ) -> LossOutput:
     """Negative of the sequence-IS summand per token; shapes as in ``LossInputs``."""
     log_weight = sequence_log_weight(old_logprobs - rollout_logprobs, response_mask, geometric)  # [M, 1]
@@ -45,7 +53,7 @@ def sequence_is_token_loss(
         kept = within(log_weight, lower, cap)
         altered, correction = ~kept, weight * kept
     out = corrected_reinforce_loss(
-        logprobs, old_logprobs, correction, advantages, response_mask, eps_low, eps_high, clip
+        logprobs, old_logprobs, correction, advantages, response_mask, eps_low, eps_high, clip, is_cap
     )
     name = "seq_is_truncated" if mode == "truncate" else "seq_is_masked"
     sequence_metrics = {"seq_is_weight": weight[:, 0], name: altered[:, 0].float()}
@@ -63,6 +71,7 @@ class SequenceIS(Objective):
         eps_low: lower clipping bound on pi_theta/pi_old for negative advantages (MiniRL's 0.2).
         eps_high: upper clipping bound for positive advantages (MiniRL's 0.27).
         clip: apply MiniRL's decoupled clipping mask.
+        is_cap: MiniRL's truncation C of the whole weight pi_theta/pi_old * c_i (5); at least ``cap``.
     """
 
     def __init__(
@@ -74,6 +83,7 @@ class SequenceIS(Objective):
         eps_low: float = 0.2,
         eps_high: float = 0.27,
         clip: bool = True,
+        is_cap: float = 5.0,
     ) -> None:
         super().__init__(std_normalize=False)
         if mode not in ("truncate", "mask"):
@@ -81,8 +91,9 @@ class SequenceIS(Objective):
         if mode == "truncate" and lower:
             raise ValueError(f"SequenceIS lower={lower} with mode 'truncate': a lower bound masks; use mode: mask")
         check_bounds("SequenceIS", lower, cap)
+        check_is_cap("SequenceIS", cap, is_cap)
         self.mode, self.geometric, self.cap, self.lower = mode, geometric, cap, lower
-        self.eps_low, self.eps_high, self.clip = eps_low, eps_high, clip
+        self.eps_low, self.eps_high, self.clip, self.is_cap = eps_low, eps_high, clip, is_cap
 
     def normalizer(self, response_mask: Tensor) -> Tensor:
         """The number of responses, as MiniRL's."""
@@ -102,4 +113,5 @@ class SequenceIS(Objective):
             self.eps_low,
             self.eps_high,
             self.clip,
+            self.is_cap,
         )

@@ -48,7 +48,7 @@ class RouterHooks:
         self.top_k = self.routers[0].top_k
         self.num_experts = self.routers[0].num_experts
         self.own: Tensor | None = None  # [M, L, layers, k]: the routers' own choice in the last pass
-        self.replayed_routes = 0  # token-layers the last replay() gave their replayed route (tokens that need one)
+        self.replayed_routes = torch.tensor(0)  # token-layers the last replay() gave the replayed route (needed ones)
 
     @property
     def num_layers(self) -> int:
@@ -96,7 +96,7 @@ class RouterHooks:
         needed = routed_positions(attention_mask)
         needed = needed[fed] if fed is not None else needed.flatten()  # [tokens fed]
         chosen: dict[int, Tensor] = {}
-        replayed_needed: dict[int, int] = {}  # layer -> tokens that need a route and got the replayed one
+        replayed_needed: dict[int, Tensor] = {}  # layer -> tokens that need a route and got the replayed one
 
         def hook(router, output, layer):
             logits, _, own = output
@@ -109,7 +109,7 @@ class RouterHooks:
             given = (flat[:, layer] >= 0).all(-1, keepdim=True)  # [tokens fed, 1]
             replayed = torch.where(given, flat[:, layer], own)
             chosen[layer] = own.detach()
-            replayed_needed[layer] = int((given[:, 0] & needed).sum())  # a recompute (checkpointing) counts once
+            replayed_needed[layer] = (given[:, 0] & needed).sum()  # a recompute (checkpointing) counts once
             return logits, self.family.gates(router, logits, replayed), replayed
 
         self.own = None
@@ -121,7 +121,7 @@ class RouterHooks:
                 f"routes of MoE layers {unused} were left unused: the forward inside replay() did not run "
                 "those routers; run exactly one forward of the replayed batch inside the block"
             )
-        self.replayed_routes = sum(replayed_needed.values())
+        self.replayed_routes = torch.stack(list(replayed_needed.values())).sum()  # on the device: read once, logged
         self.own = self._stack(chosen, attention_mask.shape, fed)
 
     def _stack(self, chosen: dict[int, Tensor], shape: torch.Size, fed: Tensor | None = None) -> Tensor:
@@ -149,7 +149,9 @@ class RouterHooks:
                 f"routes hold expert indices in [{int(routes.min())}, {int(routes.max())}], outside "
                 f"[0, {self.num_experts - 1}] (and -1 for 'no route'): recorded with another model?"
             )
-        missing = routed_positions(attention_mask).cpu() & (routes.cpu() < 0).any(-1).any(-1)
+        needed = routed_positions(attention_mask)  # [M, L]; the checks run where the batch is, one sync each
+        routes = routes.to(needed.device)
+        missing = needed & (routes < 0).any(-1).any(-1)
         if missing.any():
             row, position = (int(i) for i in missing.nonzero()[0])
             raise ValueError(
@@ -157,17 +159,14 @@ class RouterHooks:
                 f"{position}): the rollout engine must capture the routes of every prompt and response "
                 "token but the last (VLLMEngine/HFEngine with return_routes: true)"
             )
-        needed = routed_positions(attention_mask).cpu()
-        routes = routes.cpu()
-        if (
-            self.top_k > 1
-            and (repeated := (routes.sort(-1).values.diff(dim=-1) == 0).any(-1) & needed[..., None]).any()
-        ):
+        repeated = (routes.sort(-1).values.diff(dim=-1) == 0).any(-1) & needed[..., None]  # [M, L, layers]
+        if self.top_k > 1 and repeated.any():
             row, position, layer = (int(i) for i in repeated.nonzero()[0])
             raise ValueError(
                 f"{int(repeated.sum())} token-layers name one expert twice in their top-{self.top_k} (first: MoE layer "
                 f"{layer}, row {row}, position {position}: experts {routes[row, position, layer].tolist()}): "
                 + DEGENERATE_CAUSE
             )
-        if needed.any() and (routes[needed] == 0).all():
+        # top-1: one token's expert 0 is a route; expert 0 for each of at least 64 token-layers is no router's choice
+        if self.top_k == 1 and int(needed.sum()) * self.num_layers >= 64 and (routes[needed] == 0).all():
             raise ValueError(f"every route of the batch is expert 0 in every MoE layer: {DEGENERATE_CAUSE}")
