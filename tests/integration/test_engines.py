@@ -200,6 +200,22 @@ def test_hf_engine_pads_with_eos_when_the_model_has_no_pad_id(tokenizer, tiny_mo
     assert len(samples) == 6 and all(1 <= len(s.response_ids) == len(s.logprobs) <= 8 for s in samples)
 
 
+def test_the_mismatch_dial_samples_from_the_perturbed_weights(engine_cls, tiny_model, tokenizer, tiny_model_path):
+    """weight_noise 0.02: each engine's log mu_old is that of the HF model holding the synced weights times
+    (1 + 0.02 eps), to float32 rounding, and a real gap from the policy's (the dial's level 0.02)."""
+    from stable_rl.rollout.weight_noise import perturbed
+
+    engine = engine_cls(max_new_tokens=16, seed=3, weight_noise=0.02)
+    engine.start(tiny_model_path, max_model_len=128)
+    engine.sync(tiny_model.state_dict().items(), version=1)
+    samples = engine.generate(prompts(tokenizer), group_size=2, step=1)
+    engine.close()
+    gap = max_logprob_error(tiny_model, samples, 1.0)
+    noisy = {name: weight.clone() for name, weight in tiny_model.state_dict().items()}
+    tiny_model.load_state_dict(dict(perturbed(noisy.items(), 0.02, seed=3, version=1)))
+    assert max_logprob_error(tiny_model, samples, 1.0) < 1e-4 < 1e-2 < gap
+
+
 def test_routes_are_the_hf_routers_own_choice(engine_cls, tiny_model, tokenizer, tiny_model_path):
     """Every prompt and response token but the last comes with the experts the HF router picks on the
     same float32 weights, also after a weight sync (vLLM on CPU: through its router capture hook)."""

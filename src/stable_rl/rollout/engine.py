@@ -9,6 +9,7 @@ from torch import Tensor
 
 from stable_rl.batch_plan import BatchPlan
 from stable_rl.dtypes import Dtype
+from stable_rl.rollout.weight_noise import check_weight_noise, perturbed
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class RolloutEngine(ABC):
             the data module sets the run's seed (``seed_everything``); a standalone engine uses 0.
         return_routes: also return each token's routed experts (MoE models; needed by Routing Replay
             R3, whose callback turns this on).
+        weight_noise: the mismatch dial (``stable_rl.rollout.weight_noise``): every weight synced in is
+            multiplied by (1 + weight_noise * eps), eps ~ N(0, 1), fresh at every sync; 0: the policy's weights.
     """
 
     def __init__(
@@ -72,11 +75,13 @@ class RolloutEngine(ABC):
         dtype: Dtype = "float32",
         seed: int | None = None,
         return_routes: bool = False,
+        weight_noise: float = 0.0,
     ) -> None:
         self.sampling = Sampling(max_new_tokens, temperature, top_p)
         self.dtype = dtype
         self.seed = seed
         self.return_routes = return_routes
+        self.weight_noise = check_weight_noise(weight_noise)
         self.version: int | None = None  # global step of the weights the engine holds
 
     @abstractmethod
@@ -132,8 +137,11 @@ class RolloutEngine(ABC):
         return 0 if sampling is None else 1
 
     def sync(self, named_tensors: Iterable[tuple[str, Tensor]], version: int) -> None:
-        """Load the policy's weights of global step ``version`` unless the engine holds them already."""
+        """Load the policy's weights of global step ``version`` unless the engine holds them already (perturbed by
+        ``weight_noise``, where set)."""
         if self.version != version:
+            if self.weight_noise:
+                named_tensors = perturbed(named_tensors, self.weight_noise, self.base_seed, version)
             self.load_weights(named_tensors)
             self.version = version
 

@@ -52,8 +52,9 @@ class HFEngine(RolloutEngine):
         quantization: str | None = None,
         quantize_router: bool = False,
         kv_cache_dtype: str = "auto",
+        weight_noise: float = 0.0,
     ) -> None:
-        super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes)
+        super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes, weight_noise)
         self.quantization = _simulated_quantization(quantization, fp8)
         self.quantize_router = _check_quantize_router(quantize_router, self.quantization)
         self.kv_cache_dtype = _check_kv_cache_dtype(kv_cache_dtype)

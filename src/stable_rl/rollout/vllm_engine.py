@@ -106,8 +106,9 @@ class VLLMEngine(RolloutEngine):
         return_routes: bool = False,
         request_seeds: bool | None = None,
         reload_weights: bool | None = None,
+        weight_noise: float = 0.0,
     ) -> None:
-        super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes)
+        super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes, weight_noise)
         self.request_seeds = request_seeds
         self.reload_weights = reload_weights
         self.in_place = False  # whether the running engine's weights load in place (``in_place_obstacle``)
