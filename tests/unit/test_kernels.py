@@ -23,6 +23,7 @@ from stable_rl.callbacks import RoutingReplay
 from stable_rl.kernels import compile_decoder_layers, use_liger_norms
 from stable_rl.logprobs import sequence_logprobs
 from stable_rl.rl import PolicyModule
+from stable_rl.routing import routed_positions
 
 pytestmark = pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`")
 
@@ -32,6 +33,7 @@ def routed_batch():
     batch = fixed_batch(vocab=2048)
     scores = torch.rand(*batch.input_ids.shape, 4, 8, generator=torch.Generator().manual_seed(1))
     batch.routes = scores.argsort(-1)[..., :2].to(torch.int16)
+    batch.routes[~routed_positions(batch.attention_mask)] = -1  # as an engine returns them: none where none is needed
     return batch
 
 
