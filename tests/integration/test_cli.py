@@ -179,12 +179,13 @@ def test_tensorboard_and_wandb_get_every_metric_the_csv_logger_gets(tmp_path, mo
     ]
     model = f"--model.init_args.model_path={REPO}/data/tiny-qwen3-moe-sft-format"
     cli = main(["fit", *configs, model, *SMALL, "--trainer.max_steps=2", "--trainer.limit_val_batches=0"])
-    wandb.finish()
     assert [type(logger).__name__ for logger in cli.trainer.loggers] == [
         "CSVLogger",
         "TensorBoardLogger",
         "WandbLogger",
     ]
+    summary = dict(cli.trainer.loggers[2].experiment.summary)  # W&B's own record of the last values logged
+    wandb.finish()
     rows = list(
         csv.DictReader((tmp_path / "runs" / "quickstart" / "version_0" / "metrics.csv").read_text().splitlines())
     )
@@ -193,8 +194,9 @@ def test_tensorboard_and_wandb_get_every_metric_the_csv_logger_gets(tmp_path, mo
     events = EventAccumulator(str(tmp_path / "runs" / "tensorboard" / "stable-rl" / "version_0"))
     events.Reload()
     assert {e.step: pytest.approx(e.value) for e in events.Scalars("train/reward")} == rewards
-    (summary,) = (tmp_path / "runs" / "wandb" / "wandb").glob("offline-run-*/files/wandb-summary.json")
-    assert yaml.safe_load(summary.read_text())["train/reward"] == pytest.approx(rewards[1])
+    assert summary["train/reward"] == pytest.approx(rewards[1])
+    (record,) = (tmp_path / "runs" / "wandb" / "wandb").glob("offline-run-*/run-*.wandb")  # kept to sync later
+    assert record.stat().st_size > 0
 
 
 def test_fit_help_lists_stable_rls_own_settings_each_under_the_flag_that_sets_it(capsys):
