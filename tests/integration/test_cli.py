@@ -199,6 +199,37 @@ def test_tensorboard_and_wandb_get_every_metric_the_csv_logger_gets(tmp_path, mo
     assert record.stat().st_size > 0
 
 
+def test_heldout_outcomes_are_the_logged_avg_at_n_problem_by_problem(tmp_path):
+    """With HeldOutOutcomes, each validation's per-problem rows average to the avg@4 the run logs, exactly. Its
+    steps are the updates behind the weights evaluated (0, 2, 4); Lightning logs an in-training validation at the
+    step before (0, 1, 3), so validations are matched in order."""
+    callback = "--trainer.callbacks+=stable_rl.callbacks.HeldOutOutcomes"
+    longer = "--data.init_args.eval_sampling.max_new_tokens=48"  # room to box an answer: some samples score 1
+    args = [
+        *quickstart_stack.CONFIGS,
+        *SMALL,
+        longer,
+        callback,
+        "--trainer.max_steps=4",
+        "--trainer.val_check_interval=2",
+    ]
+    main(["fit", *args, f"--trainer.logger.init_args.save_dir={tmp_path}"])
+    run = tmp_path / "quickstart" / "version_0"
+    outcomes = list(csv.DictReader((run / "heldout_outcomes.csv").read_text().splitlines()))
+    logged = [
+        float(r["val/heldout/avg@4"])
+        for r in csv.DictReader((run / "metrics.csv").read_text().splitlines())
+        if r.get("val/heldout/avg@4")
+    ]
+    steps = sorted({int(r["step"]) for r in outcomes})
+    assert steps == [0, 2, 4] and len(logged) == 3 and len(outcomes) == 3 * 2  # 2 problems per validation
+    assert 0 < sum(int(r["correct"]) for r in outcomes) < 4 * len(outcomes)
+    for step, avg in zip(steps, logged, strict=True):
+        rows = [r for r in outcomes if int(r["step"]) == step]
+        assert [int(r["problem"]) for r in rows] == [0, 1]
+        assert sum(int(r["correct"]) for r in rows) / (4 * len(rows)) == pytest.approx(avg, abs=1e-7)
+
+
 def test_fit_help_lists_stable_rls_own_settings_each_under_the_flag_that_sets_it(capsys):
     """``stable-rl fit --help`` shows the policy's, objective's, optimizer's, data module's and engine's settings
     (not only ``--model CLASS``); each flag it prints is one the command line takes, as this parse shows."""

@@ -1,5 +1,6 @@
 """Callbacks, listed under ``trainer.callbacks`` in YAML."""
 
+from stable_rl.callbacks.heldout_outcomes import HeldOutOutcomes
 from stable_rl.callbacks.hf_export import HFExport
 from stable_rl.callbacks.instability_monitor import InstabilityMonitor
 from stable_rl.callbacks.policy_forward import PolicyForwardCallback
@@ -11,6 +12,7 @@ from stable_rl.callbacks.validate_before_training import ValidateBeforeTraining
 
 __all__ = [
     "HFExport",
+    "HeldOutOutcomes",
     "InstabilityMonitor",
     "PolicyForwardCallback",
     "RoutingReplay",

@@ -252,7 +252,10 @@ class RolloutDataModule(L.LightningDataModule):
         )
         rewards, timeouts = self._rewards(problems, samples, self.eval_samples)
         return EvalBatch(
-            rewards=rewards.view(len(problems), self.eval_samples), eval_set=eval_set, verifier_timeouts=timeouts
+            rewards=rewards.view(len(problems), self.eval_samples),
+            eval_set=eval_set,
+            verifier_timeouts=timeouts,
+            problem_index=torch.tensor([p.index for p in problems]),
         )
 
     @torch.no_grad()

@@ -118,3 +118,4 @@ class EvalBatch:
     rewards: Tensor  # [P, n] float32 in {0, 1}
     eval_set: str
     verifier_timeouts: int = 0  # samples that ran out of the verifier's time (scored 0)
+    problem_index: Tensor | None = None  # [P] each problem's position in its evaluation set
