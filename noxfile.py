@@ -91,7 +91,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(name="tests-slow", venv_backend="none", default=False)
 def tests_slow(session: nox.Session) -> None:
     """The tests marked slow (CI runs them after ``tests``): end-to-end runs of the CLI, data-parallel training in
-    several processes, compilation, the studies' reports remade; about 35 minutes on 2 cores."""
+    several processes, compilation, the studies' reports remade; about 32 minutes on 2 cores."""
     bin_dir = shared_cpu_env(session)
     session.run(str(bin_dir / "pytest"), "-m", "slow", *session.posargs, env=CPU_ENV)
 
