@@ -10,10 +10,13 @@ linearisation 1 + sum_t delta_t. These functions measure all of it on one batch,
 response, for ``StepMetrics`` to average and take maxima and quantiles of.
 """
 
+import math
+
 import torch
 from torch import Tensor
 
 PARTS = ("train_infer", "staleness", "total")
+IS_CAP = 5.0  # MiniRL's truncation C (paper Eq. 7): ``train_infer_beyond_cap`` counts the tokens it would act on
 
 
 def token_log_ratios(logprobs: Tensor, old_logprobs: Tensor, rollout_logprobs: Tensor) -> dict[str, Tensor]:
@@ -35,6 +38,13 @@ def sequence_linearisation_gap(total_log_ratio: Tensor, response_mask: Tensor) -
     return (sequence_ratio - first_order).abs()
 
 
+def sequence_train_infer_gap(train_infer_log_ratio: Tensor, response_mask: Tensor) -> Tensor:
+    """|sum_t log(pi_old/mu_old)| per response: the log of the sequence-level training-inference IS weight, how far
+    the engine's whole response is from the policy's (the atlas's mismatch dial in nats). [M, T], [M, T] bool -> [M]
+    float64."""
+    return (train_infer_log_ratio.double() * response_mask).sum(-1).abs()
+
+
 def gradient_share(old_logprobs: Tensor) -> Tensor:
     """1 - pi_old(y_t) per token [M, T]: the size of the token's log-prob gradient with respect to its logits
     (||e_y - p|| lies between 1 - p_y and sqrt(2) (1 - p_y)). A near-deterministic policy's gradient comes from
@@ -45,9 +55,11 @@ def gradient_share(old_logprobs: Tensor) -> Tensor:
 def health_metrics(
     logprobs: Tensor, old_logprobs: Tensor, rollout_logprobs: Tensor, response_mask: Tensor, threshold: float
 ) -> tuple[dict[str, Tensor], Tensor]:
-    """Per-token |log-ratio| of each part and whether the total is beyond ``threshold`` ([M, T] each,
-    to be read at ``response_mask``), and the per-response linearisation gap [M]."""
+    """Per-token |log-ratio| of each part, whether the total is beyond ``threshold`` and whether pi_old/mu_old is
+    beyond ``IS_CAP`` or below its inverse ([M, T] each, to be read at ``response_mask``), and the per-response
+    linearisation gap [M]."""
     ratios = token_log_ratios(logprobs, old_logprobs, rollout_logprobs)
     tokens = {f"{name}_abs": ratios[name].abs() for name in PARTS}
     tokens["beyond_threshold"] = (ratios["total"].abs() > threshold).float()
+    tokens["train_infer_beyond_cap"] = (ratios["train_infer"].abs() > math.log(IS_CAP)).float()
     return tokens, sequence_linearisation_gap(ratios["total"], response_mask)

@@ -6,7 +6,13 @@ import pytest
 import torch
 from test_module import fixed_batch, frozen_policy, train_on
 
-from stable_rl.health import gradient_share, health_metrics, sequence_linearisation_gap, token_log_ratios
+from stable_rl.health import (
+    gradient_share,
+    health_metrics,
+    sequence_linearisation_gap,
+    sequence_train_infer_gap,
+    token_log_ratios,
+)
 from stable_rl.metrics import StepMetrics
 
 LN2 = math.log(2)
@@ -43,6 +49,23 @@ def test_health_metrics_flag_tokens_beyond_the_threshold():
     torch.testing.assert_close(tokens["total_abs"], torch.tensor([[LN2, LN2, math.log(0.5 / 0.45)]]))
     expected = abs(2 * 0.5 * (0.5 / 0.45) - (1 + 1 - 0.5 + (0.5 / 0.45 - 1)))
     torch.testing.assert_close(gaps, torch.tensor([expected], dtype=torch.float64))
+
+
+def test_health_metrics_flag_tokens_beyond_the_is_cap_either_way():
+    """pi_old/mu_old = 6 and 1/6 are beyond MiniRL's C = 5 and its inverse; 4.9 and 1/4.9 are not."""
+    old = torch.tensor([[0.6, 0.1, 0.49, 0.1]]).log()
+    mu = torch.tensor([[0.1, 0.6, 0.1, 0.49]]).log()
+    tokens, _ = health_metrics(old, old, mu, torch.ones(1, 4, dtype=torch.bool), threshold=0.5)
+    assert tokens["train_infer_beyond_cap"].tolist() == [[1.0, 1.0, 0.0, 0.0]]
+
+
+def test_sequence_train_infer_gap_sums_each_response_before_the_absolute_value():
+    """|ln 2 - ln 3| for the first response (its masked-out 7 counts nothing), |-ln 2 - ln 2| for the second."""
+    log_ratio = torch.tensor([[LN2, -math.log(3), 7.0], [-LN2, -LN2, 0.0]])
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    torch.testing.assert_close(
+        sequence_train_infer_gap(log_ratio, mask), torch.tensor([math.log(1.5), 2 * LN2], dtype=torch.float64)
+    )
 
 
 def test_step_quantile_spans_micro_batches():
@@ -99,6 +122,12 @@ def test_on_policy_step_logs_the_split(tiny_model_path):
     assert logged["train/health/staleness_abs_by_gradient"] == 0
     assert logged["train/health/train_infer_abs_by_gradient"] != logged["train/health/train_infer_abs"]
     assert 0 < logged["train/health/beyond_threshold"] < 1
+    per_response = (old - batch.rollout_logprobs).double().mul(mask).sum(-1).abs()[mask.any(-1)]
+    for q in (50, 90):
+        torch.testing.assert_close(
+            logged[f"train/health/seq_train_infer_abs_p{q}"], torch.quantile(per_response, q / 100).float()
+        )
+    torch.testing.assert_close(logged["train/health/train_infer_beyond_cap"], (gap.abs() > math.log(5)).float().mean())
 
 
 def test_quantile_beyond_torch_quantiles_limit():

@@ -33,7 +33,7 @@ from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.checkpoint_io import check_writable
 from stable_rl.compat.lightning import attached_trainer, count_skipped_optimizer_step
 from stable_rl.dtypes import Dtype
-from stable_rl.health import PARTS, gradient_share, health_metrics
+from stable_rl.health import PARTS, gradient_share, health_metrics, sequence_train_infer_gap
 from stable_rl.hf_policy import HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_kl
 from stable_rl.objectives import LossInputs, MiniRL, Objective
@@ -400,7 +400,8 @@ class PolicyModule(HFPolicyModule):
 
     def _log_health(self, logprobs: Tensor, old_logprobs: Tensor, part: RolloutBatch) -> None:
         """First-order health of the surrogate on one micro-batch (``stable_rl.health``); each part's |log-ratio|
-        also as a mean weighted by the tokens' gradient share (``health/<part>_abs_by_gradient``)."""
+        also as a mean weighted by the tokens' gradient share (``health/<part>_abs_by_gradient``), and the
+        per-response training-inference gap's median and 90th percentile (``health/seq_train_infer_abs_p50``, ``_p90``)."""
         mask = part.response_mask
         tokens, gaps = health_metrics(logprobs, old_logprobs, part.rollout_logprobs, mask, self.health_threshold)
         for name, values in tokens.items():
@@ -411,6 +412,10 @@ class PolicyModule(HFPolicyModule):
             self.step_metrics.mean(f"health/{name}_abs_by_gradient", tokens[f"{name}_abs"], mask, weight=share)
         self.step_metrics.mean("health/seq_linearisation_gap", gaps)
         self.step_metrics.max("health/seq_linearisation_gap_max", gaps)
+        responses = mask.any(-1)
+        train_infer_gap = sequence_train_infer_gap(old_logprobs - part.rollout_logprobs, mask)
+        for q in (0.5, 0.9):
+            self.step_metrics.quantile(f"health/seq_train_infer_abs_p{round(q * 100)}", train_infer_gap, responses, q)
 
     def _grad_norm(self) -> tuple[Tensor, Tensor]:
         """The L2 norm of the whole gradient (of all shards, under FSDP2), and the same as computed (a DTensor
