@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def report(tmp_path: Path, script: str, args: list[str], *folders: str) -> subprocess.CompletedProcess:
-    scripts = [p.relative_to(ROOT) for d in ("experiments/frontier", "experiments/long-task") for p in (ROOT / d).glob("*.sh")]
+    scripts = [
+        p.relative_to(ROOT) for d in ("experiments/frontier", "experiments/long-task") for p in (ROOT / d).glob("*.sh")
+    ]
     for path in [*scripts, *(Path(folder) / "logs" for folder in folders)]:
         target = tmp_path / path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -59,7 +61,11 @@ def recording_sweep(tmp_path: Path, calls: Path) -> dict:
         ("experiments/frontier/run_offpolicy.sh", ["16", "--report"], "experiments/frontier/n16"),
         ("experiments/frontier/run_fp4.sh", ["--report"], "experiments/frontier/fp4"),
         ("experiments/long-task/run_frontier.sh", ["--report"], "experiments/long-task/frontier"),
-        ("experiments/long-task/run_frontier.sh", ["--report", "experiments/long-task/frontier/preview"], "experiments/long-task/frontier/preview"),
+        (
+            "experiments/long-task/run_frontier.sh",
+            ["--report", "experiments/long-task/frontier/preview"],
+            "experiments/long-task/frontier/preview",
+        ),
         ("experiments/long-task/run_n8.sh", ["--report"], "experiments/long-task/n8"),
     ],
 )
@@ -149,7 +155,9 @@ def test_the_long_n8_script_runs_the_arms_asked_for_and_its_pairs_name_its_runs(
 def test_the_long_n8_script_names_a_wrong_arm_list(tmp_path, arms, error):
     calls = tmp_path / "calls"
     env = recording_sweep(tmp_path, calls) | {"ARMS": arms}
-    done = subprocess.run(["bash", "experiments/long-task/run_n8.sh", "0"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        ["bash", "experiments/long-task/run_n8.sh", "0"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
     assert done.returncode == 2 and error in done.stderr
     assert not calls.exists()  # nothing ran
 

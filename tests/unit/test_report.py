@@ -39,11 +39,15 @@ def test_a_compressed_log_reads_as_the_csv_it_holds(tmp_path):
     packed = tmp_path / "packed" / "version_0"
     packed.mkdir(parents=True)
     (packed / "metrics.csv.gz").write_bytes(gzip.compress((plain / "metrics.csv").read_bytes()))
-    assert read_run(packed) == read_run(plain) == {
-        "train/reward": [(0, 0.5), (1, 0.7)],
-        "train/kl": [(0, 0.001), (1, 0.002)],
-        "val/heldout/avg@4": [(0, 0.40)],
-    }
+    assert (
+        read_run(packed)
+        == read_run(plain)
+        == {
+            "train/reward": [(0, 0.5), (1, 0.7)],
+            "train/kl": [(0, 0.001), (1, 0.002)],
+            "val/heldout/avg@4": [(0, 0.40)],
+        }
+    )
     (packed / "metrics.csv").write_text(HEADER + "0,3,0.9,,\n")
     assert read_run(packed) == {"train/reward": [(3, 0.9)]}
 
