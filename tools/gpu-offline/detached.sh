@@ -1,11 +1,11 @@
 #!/bin/bash
-# Long GPU jobs across calls that each end within a time limit (the lent GPU machine's 10 minutes): a job
+# Long GPU jobs across calls that each end within a time limit (a remote shell whose calls are cut off): a job
 # started here runs in its own session, so it outlives the call that started it, and a later call waits
 # for it. Output goes to $DETACHED_DIR/NAME.log (default /tmp/detached), the exit code to NAME.rc, the job's
 # process id to NAME.pid. The job lives only as long as the machine: a call on a fresh machine finds no job.
 # Jobs run in a copy of the working directory, $DETACHED_TREE (default $DETACHED_DIR/tree), made by the first
 # start on the machine (without .gpu and .nox) and shared by later jobs (a wave finds the cold start's model
-# there): the lent machine copies the checkout afresh at each call, and a job importing from a checkout being
+# there): a machine that copies the checkout afresh at each call, and a job importing from a checkout being
 # copied failed (stable_rl.rl found as an empty namespace package). DETACHED_TREE=. runs in place; removing
 # the tree makes the next start copy again. Read results from `cd "$(bash tools/gpu-offline/detached.sh tree)"`.
 #   bash tools/gpu-offline/detached.sh start NAME COMMAND...    # returns once the job runs in its own session

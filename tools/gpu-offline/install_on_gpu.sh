@@ -1,5 +1,5 @@
 #!/bin/bash
-# On the lent GPU machine, after vLLM's parts were appended into /tmp/w/vllm.whl and its other wheels copied
+# On a GPU machine without network, after vLLM's parts were appended into /tmp/w/vllm.whl and its other wheels copied
 # into /tmp/w/wheels (../shared/tools/vllm-gpu/README.md, one part per call): install everything into
 # /tmp/site, in one call that sends .gpu/parts/NAME, .gpu/parts/SHA256 and whichever of .gpu/extra, .gpu/sig,
 # .gpu/trl, .gpu/gguf, .gpu/mfu the work needs (tools/gpu-offline/fetch_offline.sh makes them here).
