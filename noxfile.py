@@ -143,7 +143,7 @@ def soak(session: nox.Session) -> None:
     """The quickstart for an hour (``-- --minutes N`` to change): resident memory, open file
     descriptors and child processes per step, their slopes, and benchmarks/soak.png."""
     bin_dir = shared_cpu_env(session)
-    session.run(str(bin_dir / "python"), "benchmarks/soak.py", *session.posargs, env=CPU_ENV)
+    session.run(str(bin_dir / "python"), "-m", "benchmarks.soak", *session.posargs, env=CPU_ENV)
 
 
 @nox.session(default=False)
@@ -157,6 +157,6 @@ def benchmarks(session: nox.Session) -> None:
     session.install("trl==1.16.0")
     # the tests that need TRL (skipped in ``tests``, whose virtualenv has none): its settings and weight sync
     session.run("pytest", "-q", "tests/unit/test_gpu_trl_comparison.py", "-p", "no:cacheprovider", env=CPU_ENV)
-    session.run("python", "benchmarks/step_breakdown.py", env=CPU_ENV)
-    session.run("python", "benchmarks/rollout_throughput.py", env=CPU_ENV)
-    session.run("python", "benchmarks/trl_comparison.py", *session.posargs, env=CPU_ENV)
+    session.run("python", "-m", "benchmarks.step_breakdown", env=CPU_ENV)
+    session.run("python", "-m", "benchmarks.rollout_throughput", env=CPU_ENV)
+    session.run("python", "-m", "benchmarks.trl_comparison", *session.posargs, env=CPU_ENV)

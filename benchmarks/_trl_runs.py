@@ -89,7 +89,8 @@ def run_stable_rl(
     """``stable-rl fit`` with ``fit_args`` and then ``overrides`` (more ``stable-rl fit`` arguments)."""
     import lightning as L
     import torch
-    from _fit import fit_with
+
+    from benchmarks._fit import fit_with
 
     class Probe(L.Callback):
         def __init__(self) -> None:

@@ -1,7 +1,7 @@
 """vLLM and training colocated on one GPU: rollout throughput against the hardware floor, and what sleep mode
 gives the update and costs the step.
 
-    python benchmarks/gpu_colocated.py       # one CUDA GPU with vLLM installed, ~6 min; --help for sizes
+    python -m benchmarks.gpu_colocated       # one CUDA GPU with vLLM installed, ~6 min; --help for sizes
 
 The random 1.25B Qwen3-MoE of ``benchmarks/gpu_update.py`` (bfloat16, 0.30B active non-embedding). Prints,
 side by side in one process:

@@ -2,7 +2,7 @@
 
     # on one CUDA GPU (H100/H200), from the project root, with liger-kernel's wheel in .gpu/mfu (~8 min):
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/mfu/*.whl
-    PYTHONPATH=/tmp/site:src python3 benchmarks/gpu_moe_mfu.py --out moe_mfu.md
+    PYTHONPATH=/tmp/site:src python3 -m benchmarks.gpu_moe_mfu --out moe_mfu.md
 
 A random Qwen3-MoE with the 30B-A3B-like layer shape (hidden 2048, 128 experts top-8, expert width 768,
 6 layers, vocab 151,936), bfloat16, on the synthetic rollouts of ``benchmarks/gpu_update.py`` (8 prompts x 8

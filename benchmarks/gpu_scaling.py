@@ -1,6 +1,6 @@
 """Data-parallel scaling of the MiniRL step from 1 to N GPUs: Lightning DDP and FSDP2 over NCCL.
 
-    python benchmarks/gpu_scaling.py --devices 2      # a host with 2 CUDA GPUs, ~6 min
+    python -m benchmarks.gpu_scaling --devices 2      # a host with 2 CUDA GPUs, ~6 min
 
 The model and per-GPU batch of ``benchmarks/gpu_update.py`` (a 1.25B Qwen3-MoE shape, 64 responses of
 256 + 1k-4k tokens per GPU, bfloat16): each process trains on its own synthetic rollouts (so the
@@ -56,7 +56,7 @@ def main() -> None:
     rows_asked = [(1, "one GPU") if name == "one" else (args.devices, name) for name in args.strategies.split(",")]
     for devices, strategy in rows_asked:
         out = tempfile.mktemp(suffix=".json")
-        command = [sys.executable, __file__, "--child", str(devices), "--strategy", strategy, "--out", out]
+        command = [sys.executable, "-m", __spec__.name, "--child", str(devices), "--strategy", strategy, "--out", out]
         subprocess.run([*command, "--steps", str(args.steps), *rest], check=True)
         with open(out) as f:
             rows.append(json.load(f) | {"strategy": strategy})

@@ -7,7 +7,7 @@ wheels):
 
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/trl/*.whl
     PYTHONPATH=/tmp/site:$PWD/src HF_HUB_OFFLINE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 \\
-        python3 benchmarks/gpu_trl_comparison.py --out $OUT
+        python -m benchmarks.gpu_trl_comparison --out $OUT
 
 About 14 minutes on an H100 (its first run, 2026-11-27: "large" alone about 10, so the default ``--budget`` leaves
 "small" out): the random model, then per scale each side's start (vLLM compiles and captures its graphs, about a
@@ -85,9 +85,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shared modules
 
-from trl_comparison import TRL_LOSS, ratio_summary, recipe_setting
+from benchmarks.trl_comparison import TRL_LOSS, ratio_summary, recipe_setting
 
 RECIPE = ["recipes/minirl.yaml"]
 SIDES = ("stable-rl", "trl")
@@ -271,7 +270,7 @@ def child_command(side: str, w: dict, args: argparse.Namespace) -> list[str]:
     paces = ("--warmup", str(args.warmup), "--steps", str(args.steps), "--rounds", str(args.rounds))
     push = ("--trl-weight-push", args.trl_weight_push)
     sides = ("--trl", *args.trl, "--stable-rl", *args.stable_rl)
-    return [sys.executable, __file__, "--child", side, json.dumps(w), *paces, *push, *sides]
+    return [sys.executable, "-m", __spec__.name, "--child", side, json.dumps(w), *paces, *push, *sides]
 
 
 def child(side: str, w: dict, args: argparse.Namespace) -> None:
@@ -280,8 +279,9 @@ def child(side: str, w: dict, args: argparse.Namespace) -> None:
     import transformers
     import trl
     import vllm
-    from _pacing import Pacer
-    from _trl_runs import run_stable_rl, run_trl
+
+    from benchmarks._pacing import Pacer
+    from benchmarks._trl_runs import run_stable_rl, run_trl
 
     versions = {p.__name__: p.__version__ for p in (torch, vllm, transformers, trl)}
     about: dict = {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU", "versions": versions}
@@ -301,7 +301,7 @@ def child(side: str, w: dict, args: argparse.Namespace) -> None:
 
 def run_scale(scale: str, w: dict, args: argparse.Namespace, out: Path, deadline: float) -> None:
     """Both sides at ``scale``: each started and warmed up, then ``args.rounds`` rounds of turns."""
-    from _pacing import PacedChild
+    from benchmarks._pacing import PacedChild
 
     setting = f"{w['prompts']} x {w['group_size']}, <= {w['max_tokens']} tokens"
 
@@ -374,7 +374,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "records.jsonl").unlink(missing_ok=True)
     import gpu_update
-    from _random_moe import random_model_dir
+
+    from benchmarks._random_moe import random_model_dir
 
     max_tokens = {s: spec["max_tokens"] for s, spec in SCALES.items()} | key_values(args.max_tokens)
     recipe = recipe_setting(RECIPE)

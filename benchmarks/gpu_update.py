@@ -1,6 +1,6 @@
 """The MiniRL update on one GPU against the raw model, and the limits of the hardware.
 
-    python benchmarks/gpu_update.py            # one CUDA GPU (H100/H200), ~6 min; --help for sizes
+    python -m benchmarks.gpu_update            # one CUDA GPU (H100/H200), ~6 min; --help for sizes
 
 A random Qwen3-MoE of ~1.25B parameters (hidden 1024, 12 layers, 64 experts top-8, expert width 384,
 vocab 151,936: 0.30B active non-embedding), bfloat16, ``experts_implementation="grouped_mm"``, trained on synthetic

@@ -4,14 +4,14 @@ Runs ``recipes/minirl.yaml`` with the HF engine's simulated FP8 (``recipes/paper
 routing agreement is logged) and each rung's overlay (``recipes/paper/mismatch/``) for a few global steps,
 one after another, keeps each run's metrics under ``--out``, and prints the means over the steps:
 
-    python benchmarks/ladder_in_training.py --steps 20 --out benchmarks/cpu/ladder_in_training
-    python benchmarks/ladder_in_training.py --out benchmarks/cpu/ladder_in_training --report  # the table again
+    python -m benchmarks.ladder_in_training --steps 20 --out benchmarks/cpu/ladder_in_training
+    python -m benchmarks.ladder_in_training --out benchmarks/cpu/ladder_in_training --report  # the table again
 
 With ``--gpu`` (one CUDA GPU with vLLM) the rungs are real vLLM's instead, on ``recipes/gpu/minirl_r3.yaml``: the
 bfloat16 engine, FP8 weights and activations (``recipes/gpu/fp8.yaml``, one scale per tensor: vLLM 0.26-0.32
 crash loading the per-channel scheme), an FP8 KV cache (``recipes/gpu/fp8_kv.yaml``) and both, the four runs sharing the GPU:
 
-    python benchmarks/ladder_in_training.py --gpu --steps 20 --out benchmarks/gpu/ladder_in_training
+    python -m benchmarks.ladder_in_training --gpu --steps 20 --out benchmarks/gpu/ladder_in_training
 """
 
 import argparse

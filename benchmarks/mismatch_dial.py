@@ -8,7 +8,7 @@ log pi_old), the per-response gap |sum_t d| (median and p90), the fraction of to
 MiniRL's IS cap 5 or below 1/5, and the reward of the engine's own samples (a level that is simply a worse sampler
 shows here). The stability atlas's pilot chooses its levels from such a table.
 
-    python benchmarks/mismatch_dial.py [--model data/tiny-qwen3-moe-sft-format] [--prompts 64 --group 8]
+    python -m benchmarks.mismatch_dial [--model data/tiny-qwen3-moe-sft-format] [--prompts 64 --group 8]
         [--sigmas 0 0.003 0.01 0.03 0.1 0.3]
 """
 

@@ -5,7 +5,7 @@ policy's weights as in training, warmed up with one rollout, then timed over ``-
 of different steps (different seeds). Prints start time, seconds per rollout, generated tokens per
 second and the ratio to the fastest.
 
-    python benchmarks/rollout_throughput.py [--model data/tiny-qwen3-moe-sft-format] [--repeats 5]
+    python -m benchmarks.rollout_throughput [--model data/tiny-qwen3-moe-sft-format] [--repeats 5]
 """
 
 import argparse

@@ -10,7 +10,7 @@ KL(mu_old || pi_old) estimated as mean(d) (k1, what ``train/kl`` logs: unbiased,
 mean(exp(-d) - 1 + d) (k3: unbiased, never negative, lower variance), mean |d| and max |d|; then the
 responses' mean length and the training policy's mean entropy on them (the gap grows with it).
 
-    python benchmarks/routing_agreement.py [--model data/tiny-qwen3-moe-sft] [--prompts 64 --group 8]
+    python -m benchmarks.routing_agreement [--model data/tiny-qwen3-moe-sft] [--prompts 64 --group 8]
         [--settings vllm-float32 vllm-bfloat16 hf-bfloat16 hf-float32-fp8 hf-bfloat16-fp8 ...] [--minirl-prompts]
 """
 

@@ -3,7 +3,7 @@ memory and open file descriptors after every step. Prints a table (every few min
 slope of each over the second half of the run (the first half includes warm-up growth), and plots
 both (PNG). A leak (an engine or a verifier pool per weight sync) shows as a steady slope.
 
-    python benchmarks/soak.py [--minutes 60] [--out benchmarks/soak.png] [-- extra stable-rl fit args]
+    python -m benchmarks.soak [--minutes 60] [--out benchmarks/soak.png] [-- extra stable-rl fit args]
 
 (``nox -s soak``; not part of the test suite.)
 """
@@ -14,7 +14,8 @@ import sys
 import time
 
 import lightning as L
-from _fit import fit_with, split_extra
+
+from benchmarks._fit import fit_with, split_extra
 
 
 def rss_mib() -> float:

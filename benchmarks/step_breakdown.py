@@ -3,14 +3,15 @@ framework's overhead, from the ``time/`` metrics every run logs. Runs a recipe f
 prints the mean seconds of each phase and its share of the step (the first step, which starts the
 engine, and validation are left out).
 
-    python benchmarks/step_breakdown.py [--config recipes/minirl.yaml recipes/quickstart.yaml ...] [--steps 10] [-- fit args]
+    python -m benchmarks.step_breakdown [--config recipes/minirl.yaml recipes/quickstart.yaml ...] [--steps 10] [-- fit args]
 """
 
 import argparse
 import sys
 
 import lightning as L
-from _fit import fit_with, split_extra
+
+from benchmarks._fit import fit_with, split_extra
 
 PHASES = ("sync", "rollout", "reward", "pi_old", "update", "overhead")
 

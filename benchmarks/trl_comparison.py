@@ -53,7 +53,7 @@ step over rounds, and the ratios TRL / stable-rl computed per round, as median a
 on an otherwise idle machine: with other processes on the cores, OpenMP threads that wait on each other
 make steps many times slower and the ratios meaningless.
 
-    python benchmarks/trl_comparison.py [--workloads quickstart long] [--variants ...] [--repeats 3]
+    python -m benchmarks.trl_comparison [--workloads quickstart long] [--variants ...] [--repeats 3]
         [--quickstart-steps 10] [--long-steps 3] [--threads 2]
 
 Needs ``pip install trl==1.16.0`` beside the package (``nox -s benchmarks`` does it); stable-rl does not
@@ -71,7 +71,6 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # _fit, _trl_runs
 
 RECIPE = ["recipes/minirl.yaml", "recipes/quickstart.yaml"]  # the config stack of the main job
 # Overrides of the recipe per workload (None: the recipe's own).
@@ -215,7 +214,7 @@ def run_child(variant: str, workload: str, steps: int, config: list[str], thread
     """One run in its own process (variants and workloads share nothing): {"steps", "optimizer", "threads"}
     or {"error"}."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        command = [sys.executable, __file__, "--child", variant, workload, str(steps), out.name]
+        command = [sys.executable, "-m", __spec__.name, "--child", variant, workload, str(steps), out.name]
         command += ["--config", *config, "--threads", str(threads)]
         done = subprocess.run(command, env=child_env(threads))
         text = Path(out.name).read_text()
@@ -226,7 +225,7 @@ def run_child(variant: str, workload: str, steps: int, config: list[str], thread
 
 def child(variant: str, workload: dict, steps: int, config: list[str], threads: int) -> dict:
     """The run of one variant, in this (child) process."""
-    from _trl_runs import pin, run_stable_rl, run_trl
+    from benchmarks._trl_runs import pin, run_stable_rl, run_trl
 
     pin(threads)
     if variant.startswith("stable-rl"):

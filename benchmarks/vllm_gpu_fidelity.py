@@ -3,7 +3,7 @@ Triton multiplies float32 (TF32, Triton's default, or IEEE, what ``VLLMEngine`` 
 the floor of the "no mismatch" control and the size of the real mismatches. Each row is a fresh process
 (Triton reads ``TRITON_F32_DEFAULT`` when it compiles). Prints a table.
 
-    PYTHONPATH=src python benchmarks/vllm_gpu_fidelity.py   # on a CUDA machine with vLLM
+    PYTHONPATH=src python -m benchmarks.vllm_gpu_fidelity   # on a CUDA machine with vLLM
 """
 
 import json

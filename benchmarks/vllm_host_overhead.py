@@ -4,8 +4,8 @@ same requests generated under cProfile, each part's cumulative seconds per engin
 step, beside the wall time of an unprofiled run. Python's profiler slows Python code more than kernels: its
 shares overstate the bookkeeping; the unprofiled wall time is the reference.
 
-    python benchmarks/vllm_host_overhead.py                               # CPU: the tiny MoE, B = 64 and 256
-    python benchmarks/vllm_host_overhead.py --model random --prompt 256 --response 512   # a GPU
+    python -m benchmarks.vllm_host_overhead                               # CPU: the tiny MoE, B = 64 and 256
+    python -m benchmarks.vllm_host_overhead --model random --prompt 256 --response 512   # a GPU
 
 ``--model random``: the random 1.25B Qwen3-MoE of ``benchmarks/gpu_update.py``.
 """

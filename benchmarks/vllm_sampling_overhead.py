@@ -6,8 +6,8 @@ not at all (the bound of what log-probs cost). The same requests with each setti
 ``--repeats`` rounds in one process; prints the median tokens/s with its range and the ratio to stable-rl's
 setting (seeded, not detokenized, per-token dicts).
 
-    python benchmarks/vllm_sampling_overhead.py                          # CPU: the tiny model, B=256 x 64 tokens
-    python benchmarks/vllm_sampling_overhead.py --model random --batch 256 --prompt 256 --response 256  # a GPU
+    python -m benchmarks.vllm_sampling_overhead                          # CPU: the tiny model, B=256 x 64 tokens
+    python -m benchmarks.vllm_sampling_overhead --model random --batch 256 --prompt 256 --response 256  # a GPU
 
 ``--model random``: the random 1.25B Qwen3-MoE of ``benchmarks/gpu_update.py`` (as ``gpu_colocated.py``).
 

@@ -5,9 +5,9 @@ writing into those tensors in place (what vLLM's RLHF examples and TRL do). Inte
 their range; after each sync the engine's log-probs of the same greedy samples are compared with the first
 way's, so a faster way that loads something else shows.
 
-    python benchmarks/vllm_sync_overhead.py                                   # CPU: the tiny MoE
-    python benchmarks/vllm_sync_overhead.py --model random                    # a GPU: gpu_update.py's 1.25B MoE
-    python benchmarks/vllm_sync_overhead.py --model random --shape "--hidden 256 --expert-width 128"  # CPU
+    python -m benchmarks.vllm_sync_overhead                                   # CPU: the tiny MoE
+    python -m benchmarks.vllm_sync_overhead --model random                    # a GPU: gpu_update.py's 1.25B MoE
+    python -m benchmarks.vllm_sync_overhead --model random --shape "--hidden 256 --expert-width 128"  # CPU
 
 Parts of a sync (the engine asleep first where it sleeps: sleep mode, GPUs): streaming the policy's weights
 in the checkpoint's layout (``CheckpointLayout``, without the engine), the engine's ``sync`` (wake, load,

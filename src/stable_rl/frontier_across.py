@@ -5,8 +5,8 @@ Each wave is one folder of frontier runs (``<variant>-s<seed>/version_0``) at on
 in each wave (``-`` where the wave lacks it). Writes ``across.png`` (collapse rate against N, one dot per seed,
 the medians joined per arm) and ``across.md`` (the medians, seeds with an outcome in brackets):
 
-    python3 -m stable_rl.frontier_across --out docs/paper/frontier/across \\
-        --wave 1 docs/paper/frontier/onpolicy/logs --wave 8 docs/paper/frontier/n8/logs \\
+    python3 -m stable_rl.frontier_across --out experiments/frontier/across \\
+        --wave 1 experiments/frontier/onpolicy/logs --wave 8 experiments/frontier/n8/logs \\
         --arm "clip + R3" r3 r3+n8 --arm control exact exact+n8
 """
 

@@ -1,5 +1,5 @@
 """Did a run learn? Its held-out reward at the last validation against the first, judged by a rule fixed
-before the runs (docs/long-task.md): "learned" (or "worse") where the change is at least two standard errors
+before the runs (experiments/long-task/README.md): "learned" (or "worse") where the change is at least two standard errors
 of the difference, bounded over problems.
 
 Each problem's success rate lies in [0, 1], so the mean over P problems of a held-out reward with mean p has

@@ -11,6 +11,7 @@ With ``--frontier`` the runs are learning-rate-ramp runs and the report is their
 
 import argparse
 import csv
+import gzip
 import math
 from fnmatch import fnmatch
 from pathlib import Path
@@ -41,12 +42,15 @@ FAMILIES = {  # figure name -> metric patterns
 
 
 def read_run(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    """metric -> [(step, value)] from ``run_dir/metrics.csv`` (a CSVLogger version directory)."""
+    """metric -> [(step, value)] from ``run_dir/metrics.csv`` (a CSVLogger version directory), or from
+    ``metrics.csv.gz`` where only that is there (a committed log, compressed)."""
     path = run_dir / "metrics.csv"
+    if not path.is_file() and (run_dir / "metrics.csv.gz").is_file():
+        path = run_dir / "metrics.csv.gz"
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: pass CSVLogger version directories (runs/<name>/version_<n>)")
     series: dict[str, list[tuple[int, float]]] = {}
-    with open(path) as f:
+    with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as f:
         for row in csv.DictReader(f):
             for name, value in row.items():
                 if name not in ("step", "epoch") and value not in ("", None):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU tests on a CUDA machine with vLLM installed: `bash tests/gpu/run.sh [pytest args]` from the project
-# root (on the lent GPU machine, after vLLM's wheels are installed into /tmp/site: see
-# benchmarks/RESULTS.md, "vLLM on GPUs"). Warnings are shown, not raised: vLLM 0.26 on torch 2.11 emits
+# root (on a GPU machine without network, after vLLM's wheels are installed into /tmp/site:
+# tools/gpu-offline/README.md). Warnings are shown, not raised: vLLM 0.26 on torch 2.11 emits
 # deprecation warnings that the CPU suite's filterwarnings=error would turn into failures.
 set -euo pipefail
 export PYTHONPATH="${SITE:-/tmp/site}:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"

@@ -275,7 +275,7 @@ def test_each_correction_overlay_swaps_in_its_objective_with_its_settings(overla
 )
 def test_the_grid_arms_are_their_overlays_stacked(overlays, updates, clip, replay):
     """The off-policy grid composes orthogonal overlays of recipes/paper/ (n2, n4, n8, noclip, r2, r3): each sets
-    only its own idea, so N x clipping x replay arms are stacks, as docs/paper/grid/run_grid.sh runs them."""
+    only its own idea, so N x clipping x replay arms are stacks, as experiments/paper-grid/run_grid.sh runs them."""
     from stable_rl.callbacks import RoutingReplay
 
     configs = [f"--config=recipes/paper/{name}.yaml" for name in overlays.split()]

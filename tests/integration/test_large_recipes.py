@@ -244,7 +244,7 @@ def test_the_long_task_cold_start_builds_on_the_rl_task(in_repo, upcycled_smollm
 
 
 def test_the_long_format_error_cold_start_ends_half_its_solutions_unboxed(in_repo, upcycled_smollm2_path):
-    """`bash docs/long/run_cold_start.sh --data.init_args.unboxed_fraction=0.5` (docs/long-task.md): about half
+    """`bash experiments/long-task/run_cold_start.sh --data.init_args.unboxed_fraction=0.5` (experiments/long-task/README.md): about half
     of the worked solutions end "The answer is N." instead of \\boxed{N}, which the RL verifier scores 0, the
     rest as before, scored 1: format errors for RL to correct, as the tiny quickstart's cold start has."""
     stack = ["--config=recipes/long/cold_start_sft_smollm2_moe.yaml", "--trainer.accelerator=cpu"]
@@ -300,7 +300,7 @@ def test_the_long_frontier_recipes_build(in_repo, upcycled_smollm2_path, overlay
 
 def test_the_long_fixed_rate_probe_keeps_one_rate(in_repo, upcycled_smollm2_path):
     """recipes/long/fixed_lr.yaml: the frontier's settings with a constant rate (2e-6, or the one given, as
-    docs/long/run_fixed_lr.sh gives it), at most one pass over the pool and 15 minutes, held-out reward every 8 steps; the
+    experiments/long-task/run_fixed_lr.sh gives it), at most one pass over the pool and 15 minutes, held-out reward every 8 steps; the
     float32 control stacks after it."""
     stack = [LONG, "--config=recipes/long/frontier.yaml", "--config=recipes/long/fixed_lr.yaml"]
     path = f"--model.init_args.model_path={upcycled_smollm2_path}"
@@ -333,7 +333,7 @@ def test_the_long_bf16_overlay_computes_in_bfloat16_over_float32_weights(in_repo
     optimizer = cli.model.optimizer_factory(torch.nn.Linear(1, 1).parameters())
     assert optimizer.defaults["lr"] == 2e-6 and cli.model.max_grad_norm == 100.0 and cli.trainer.max_steps == 128
     usual = cli.datamodule.eval_sets["heldout"]
-    planned = [  # the next learning run's FIT_ARGS (docs/long-task.md): 512 held-out problems, 128 a call
+    planned = [  # the next learning run's FIT_ARGS (experiments/long-task/README.md): 512 held-out problems, 128 a call
         "--model.init_args.micro_batch_size=16",
         "--data.init_args.eval_sets.heldout.init_args.size=512",
         "--data.init_args.eval_prompts_per_batch=64",

@@ -1,4 +1,4 @@
-"""docs/long/detached.sh: jobs that outlive the shell that started them, and a wait with a time limit."""
+"""tools/gpu-offline/detached.sh: jobs that outlive the shell that started them, and a wait with a time limit."""
 
 import os
 import signal
@@ -6,7 +6,7 @@ import subprocess
 import time
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "docs" / "long" / "detached.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu-offline" / "detached.sh"
 
 
 def detached(tmp_path, *args: str) -> subprocess.CompletedProcess:

@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def report(tmp_path: Path, script: str, args: list[str], *folders: str) -> subprocess.CompletedProcess:
-    scripts = [p.relative_to(ROOT) for d in ("docs/paper/frontier", "docs/long") for p in (ROOT / d).glob("*.sh")]
+    scripts = [
+        p.relative_to(ROOT) for d in ("experiments/frontier", "experiments/long-task") for p in (ROOT / d).glob("*.sh")
+    ]
     for path in [*scripts, *(Path(folder) / "logs" for folder in folders)]:
         target = tmp_path / path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -41,7 +43,7 @@ def recording_sweep(tmp_path: Path, calls: Path) -> dict:
         f'else echo "$@" >> "{calls}"; fi',
     )
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
-    for folder in ("docs/paper/frontier", "docs/long"):
+    for folder in ("experiments/frontier", "experiments/long-task"):
         (tmp_path / folder).mkdir(parents=True, exist_ok=True)
         for path in (ROOT / folder).glob("*.sh"):
             shutil.copy(path, tmp_path / folder)
@@ -52,19 +54,23 @@ def recording_sweep(tmp_path: Path, calls: Path) -> dict:
 @pytest.mark.parametrize(
     ("script", "args", "folder"),
     [
-        ("docs/paper/frontier/run_onpolicy.sh", ["--report"], "docs/paper/frontier/onpolicy"),
-        ("docs/paper/frontier/run_n8.sh", ["--report"], "docs/paper/frontier/n8"),
-        ("docs/paper/frontier/run_offpolicy.sh", ["2", "--report"], "docs/paper/frontier/n2"),
-        ("docs/paper/frontier/run_offpolicy.sh", ["4", "--report"], "docs/paper/frontier/n4"),
-        ("docs/paper/frontier/run_offpolicy.sh", ["16", "--report"], "docs/paper/frontier/n16"),
-        ("docs/paper/frontier/run_fp4.sh", ["--report"], "docs/paper/frontier/fp4"),
-        ("docs/long/run_frontier.sh", ["--report"], "docs/long/frontier"),
-        ("docs/long/run_frontier.sh", ["--report", "docs/long/frontier/preview"], "docs/long/frontier/preview"),
-        ("docs/long/run_n8.sh", ["--report"], "docs/long/n8"),
+        ("experiments/frontier/run_onpolicy.sh", ["--report"], "experiments/frontier/onpolicy"),
+        ("experiments/frontier/run_n8.sh", ["--report"], "experiments/frontier/n8"),
+        ("experiments/frontier/run_offpolicy.sh", ["2", "--report"], "experiments/frontier/n2"),
+        ("experiments/frontier/run_offpolicy.sh", ["4", "--report"], "experiments/frontier/n4"),
+        ("experiments/frontier/run_offpolicy.sh", ["16", "--report"], "experiments/frontier/n16"),
+        ("experiments/frontier/run_fp4.sh", ["--report"], "experiments/frontier/fp4"),
+        ("experiments/long-task/run_frontier.sh", ["--report"], "experiments/long-task/frontier"),
+        (
+            "experiments/long-task/run_frontier.sh",
+            ["--report", "experiments/long-task/frontier/preview"],
+            "experiments/long-task/frontier/preview",
+        ),
+        ("experiments/long-task/run_n8.sh", ["--report"], "experiments/long-task/n8"),
     ],
 )
 def test_a_frontier_report_remakes_its_committed_table(tmp_path, script, args, folder):
-    control = ["docs/paper/frontier/onpolicy"] if folder.endswith("fp4") else []  # the FP4 table's exact arm
+    control = ["experiments/frontier/onpolicy"] if folder.endswith("fp4") else []  # the FP4 table's exact arm
     done = report(tmp_path, script, args, folder, *control)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / folder / "frontier.md").read_text() == (ROOT / folder / "frontier.md").read_text()
@@ -72,25 +78,25 @@ def test_a_frontier_report_remakes_its_committed_table(tmp_path, script, args, f
 
 @pytest.mark.slow
 def test_the_across_n_figure_remakes_its_committed_table(tmp_path):
-    waves = [f"docs/paper/frontier/{wave}" for wave in ("onpolicy", "n2", "n4", "n8", "n16")]
-    done = report(tmp_path, "docs/paper/frontier/run_across.sh", [], *waves)
+    waves = [f"experiments/frontier/{wave}" for wave in ("onpolicy", "n2", "n4", "n8", "n16")]
+    done = report(tmp_path, "experiments/frontier/run_across.sh", [], *waves)
     assert done.returncode == 0, done.stderr
-    across = "docs/paper/frontier/across/across.md"
+    across = "experiments/frontier/across/across.md"
     assert (tmp_path / across).read_text() == (ROOT / across).read_text()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("wave", ["wave1", "wave2", "wave3", "long1", "pace", "long2"])
 def test_a_fixed_rate_report_remakes_its_committed_table(tmp_path, wave):
-    """run_fixed_lr.sh --report DIR: each wave's committed report.md (the tables docs/long-task.md cites), from its logs."""
-    folder = f"docs/long/fixed_lr/{wave}"
-    done = report(tmp_path, "docs/long/run_fixed_lr.sh", ["--report", folder], folder)
+    """run_fixed_lr.sh --report DIR: each wave's committed report.md (the tables experiments/long-task/README.md cites), from its logs."""
+    folder = f"experiments/long-task/fixed_lr/{wave}"
+    done = report(tmp_path, "experiments/long-task/run_fixed_lr.sh", ["--report", folder], folder)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / folder / "report.md").read_text() == (ROOT / folder / "report.md").read_text()
 
 
 def test_the_off_policy_script_takes_n_2_4_8_or_16(tmp_path):
-    done = report(tmp_path, "docs/paper/frontier/run_offpolicy.sh", ["3", "--report"], "docs/paper/frontier/n8")
+    done = report(tmp_path, "experiments/frontier/run_offpolicy.sh", ["3", "--report"], "experiments/frontier/n8")
     assert done.returncode == 2 and "N = 2, 4, 8 or 16 (got '3')" in done.stderr
 
 
@@ -100,7 +106,7 @@ def test_the_off_policy_pairs_name_the_runs_the_sweep_makes(tmp_path, n):
     arms (a misspelt pair would read 'no' in the table, with no run behind it)."""
     calls = tmp_path / "calls"
     env = recording_sweep(tmp_path, calls)  # records the sweep's run names and the report's pairs, runs nothing
-    script = "docs/paper/frontier/run_offpolicy.sh"
+    script = "experiments/frontier/run_offpolicy.sh"
     done = subprocess.run(["bash", script, str(n), "0"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     lines = calls.read_text().splitlines()
@@ -126,7 +132,7 @@ def test_the_long_n8_script_runs_the_arms_asked_for_and_its_pairs_name_its_runs(
     calls = tmp_path / "calls"
     env = recording_sweep(tmp_path, calls) | ({"ARMS": arms} if arms else {})
     done = subprocess.run(
-        ["bash", "docs/long/run_n8.sh", "1", "2"], cwd=tmp_path, env=env, capture_output=True, text=True
+        ["bash", "experiments/long-task/run_n8.sh", "1", "2"], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     lines = calls.read_text().splitlines()
@@ -149,7 +155,9 @@ def test_the_long_n8_script_runs_the_arms_asked_for_and_its_pairs_name_its_runs(
 def test_the_long_n8_script_names_a_wrong_arm_list(tmp_path, arms, error):
     calls = tmp_path / "calls"
     env = recording_sweep(tmp_path, calls) | {"ARMS": arms}
-    done = subprocess.run(["bash", "docs/long/run_n8.sh", "0"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        ["bash", "experiments/long-task/run_n8.sh", "0"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
     assert done.returncode == 2 and error in done.stderr
     assert not calls.exists()  # nothing ran
 
@@ -171,9 +179,9 @@ def fixed_rate_checkout(tmp_path: Path, calls: Path) -> dict[str, str]:
         f'else exec "{sys.executable}" "$@"; fi',
     )
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
-    (tmp_path / "docs" / "long").mkdir(parents=True)
+    (tmp_path / "experiments" / "long-task").mkdir(parents=True)
     for script in ("run_fixed_lr.sh", "scrub_paths.py"):
-        shutil.copy(ROOT / "docs/long" / script, tmp_path / "docs/long")
+        shutil.copy(ROOT / "experiments/long-task" / script, tmp_path / "experiments/long-task")
     return env | {"PYTHONPATH": f"/wheels/target:{env['PYTHONPATH']}"}  # a --target install folder first
 
 
@@ -185,7 +193,7 @@ def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
     env = fixed_rate_checkout(tmp_path, calls)
     specs = ["1e-6", "3e-6", "3e-6:recipes/long/exact.yaml"]
     done = subprocess.run(
-        ["bash", "docs/long/run_fixed_lr.sh", *specs], cwd=tmp_path, env=env, capture_output=True, text=True
+        ["bash", "experiments/long-task/run_fixed_lr.sh", *specs], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     commands = {c.split("save_dir=")[1].split()[0]: c for c in calls.read_text().splitlines()}
@@ -196,12 +204,12 @@ def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
         "lr3e-6+exact": (f"{stack} --config=recipes/long/exact.yaml --seed", "3e-6"),
     }
     assert sorted(commands) == [f"runs/long_fixed_lr/{name}" for name in sorted(expected)]
-    logs = tmp_path / "docs/long/fixed_lr/logs"
-    report_md = (tmp_path / "docs/long/fixed_lr/report.md").read_text()
+    logs = tmp_path / "experiments/long-task/fixed_lr/logs"
+    report_md = (tmp_path / "experiments/long-task/fixed_lr/report.md").read_text()
     for name, (configs, rate) in expected.items():
         command = commands[f"runs/long_fixed_lr/{name}"]
         assert configs in command and command.endswith(f"--model.init_args.optimizer.init_args.lr={rate}")
-        rows = (logs / name / "version_0" / "metrics.csv").read_text().splitlines()
+        rows = gzip.decompress((logs / name / "version_0" / "metrics.csv.gz").read_bytes()).decode().splitlines()
         assert rows[1] == f"0,{rate}"  # the run's log: its rate, as the fake wrote it
         assert f"| train/reward | {name}/version_0 | {float(rate):.4g} | 0 |" in report_md
     assert "exact" not in commands["runs/long_fixed_lr/lr3e-6"]
@@ -230,7 +238,7 @@ def test_the_fixed_rate_script_deals_its_runs_to_the_visible_gpus(tmp_path, visi
     smi_script.chmod(0o755)
     specs = ["1e-6", "2e-6", "2e-6:recipes/long/exact.yaml"]
     done = subprocess.run(
-        ["bash", "docs/long/run_fixed_lr.sh", *specs], cwd=tmp_path, env=env, capture_output=True, text=True
+        ["bash", "experiments/long-task/run_fixed_lr.sh", *specs], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     gpus = dict(line.split() for line in Path(f"{calls}.gpus").read_text().splitlines())
@@ -238,32 +246,32 @@ def test_the_fixed_rate_script_deals_its_runs_to_the_visible_gpus(tmp_path, visi
 
 
 def test_the_fixed_rate_script_writes_a_wave_to_its_own_folder_and_passes_fit_args_to_every_run(tmp_path):
-    """OUT_DIR: a wave on its own cold start keeps its logs and report apart (docs/long/fixed_lr/wave1, ...);
+    """OUT_DIR: a wave on its own cold start keeps its logs and report apart (experiments/long-task/fixed_lr/wave1, ...);
     SEED seeds every run; FIT_ARGS reach every run after its rate; each run's console comes along without the
     machine's paths; ``--report DIR`` remakes that folder's report from its logs alone."""
     calls = tmp_path / "calls"
     env = fixed_rate_checkout(tmp_path, calls) | {
-        "OUT_DIR": "docs/long/fixed_lr/wave9",
+        "OUT_DIR": "experiments/long-task/fixed_lr/wave9",
         "SEED": "3",
         "FIT_ARGS": "--trainer.max_time=00:00:12:00 --trainer.val_check_interval=0.25",
     }
-    run = ["bash", "docs/long/run_fixed_lr.sh", "2e-6", "2e-6:recipes/long/exact.yaml"]
+    run = ["bash", "experiments/long-task/run_fixed_lr.sh", "2e-6", "2e-6:recipes/long/exact.yaml"]
     done = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     for command in calls.read_text().splitlines():
         assert command.endswith("lr=2e-6 --trainer.max_time=00:00:12:00 --trainer.val_check_interval=0.25")
         assert "--seed_everything=3 " in command and "-s3 " in command
-    wave = tmp_path / "docs/long/fixed_lr/wave9"
+    wave = tmp_path / "experiments/long-task/fixed_lr/wave9"
     assert sorted(p.name for p in (wave / "logs").iterdir()) == ["lr2e-6", "lr2e-6+exact"]
     console = gzip.decompress((wave / "logs" / "lr2e-6" / "version_0" / "console.txt.gz").read_bytes()).decode()
     # the run's console, without the machine's paths
     assert console == "from example.py\nat <site-packages>/torch/b.py:3: W\nin <site-packages>/vllm/c.py\n"
-    assert not (tmp_path / "docs/long/fixed_lr/logs").exists()
+    assert not (tmp_path / "experiments/long-task/fixed_lr/logs").exists()
     report = wave / "report.md"
     first = report.read_text()
     assert "| train/reward | lr2e-6+exact/version_0 | 0.25 | 0 |" in first  # FIT_ARGS' last value, as logged
     report.unlink()
-    again = ["bash", "docs/long/run_fixed_lr.sh", "--report", "docs/long/fixed_lr/wave9"]
+    again = ["bash", "experiments/long-task/run_fixed_lr.sh", "--report", "experiments/long-task/fixed_lr/wave9"]
     remade = subprocess.run(again, cwd=tmp_path, env=env | {"OUT_DIR": ""}, capture_output=True, text=True)
     assert remade.returncode == 0, remade.stderr
     assert report.read_text() == first and calls.read_text().count("\n") == 2  # no run started again
@@ -285,32 +293,32 @@ def test_the_fixed_rate_script_fails_after_reporting_where_a_run_failed(tmp_path
         f'else exec "{sys.executable}" "$@"; fi',
     )
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
-    (tmp_path / "docs" / "long").mkdir(parents=True)
-    shutil.copy(ROOT / "docs/long/run_fixed_lr.sh", tmp_path / "docs/long")
+    (tmp_path / "experiments" / "long-task").mkdir(parents=True)
+    shutil.copy(ROOT / "experiments/long-task/run_fixed_lr.sh", tmp_path / "experiments/long-task")
     stale = tmp_path / "runs/long_fixed_lr/lr1e-6/frontier+fixed_lr-s0/version_0"
     stale.mkdir(parents=True)
     (stale / "metrics.csv").write_text("step,train/reward\n0,0.5\n")  # an earlier attempt's
-    earlier = tmp_path / "docs/long/fixed_lr/logs" / "lr9e-6" / "version_0"  # an earlier wave's copy
+    earlier = tmp_path / "experiments/long-task/fixed_lr/logs" / "lr9e-6" / "version_0"  # an earlier wave's copy
     earlier.mkdir(parents=True)
     (earlier / "metrics.csv").write_text("step,train/reward\n0,0.75\n")
     done = subprocess.run(
-        ["bash", "docs/long/run_fixed_lr.sh", "1e-6 4e-6", "9e-6"],
+        ["bash", "experiments/long-task/run_fixed_lr.sh", "1e-6 4e-6", "9e-6"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
     )
     assert done.returncode != 0 and "failed runs: lr4e-6 lr9e-6" in done.stderr, done.stderr
-    assert not earlier.exists() and "lr9e-6" not in (tmp_path / "docs/long/fixed_lr/report.md").read_text()
-    report_md = (tmp_path / "docs/long/fixed_lr/report.md").read_text()
+    assert not earlier.exists() and "lr9e-6" not in (tmp_path / "experiments/long-task/fixed_lr/report.md").read_text()
+    report_md = (tmp_path / "experiments/long-task/fixed_lr/report.md").read_text()
     for name, rate in (("lr1e-6", "1e-06"), ("lr4e-6", "4e-06")):
         assert f"| train/reward | {name}/version_0 | {rate} | 0 |" in report_md
 
 
 def scrubbed(text: str, cwd: Path, pythonpath: str, home: str = "/home/u") -> str:
-    """docs/long/scrub_paths.py run on ``text`` in ``cwd`` (bytes in and out, as from a console log)."""
+    """experiments/long-task/scrub_paths.py run on ``text`` in ``cwd`` (bytes in and out, as from a console log)."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "docs/long/scrub_paths.py")],
+        [sys.executable, str(ROOT / "experiments/long-task/scrub_paths.py")],
         input=text.encode("utf-8", "surrogateescape"),
         cwd=cwd,
         env=os.environ | {"PYTHONPATH": pythonpath, "HOME": home, "PYTHONIOENCODING": "utf-8"},

@@ -2,7 +2,7 @@
 from one scale, TRL's GRPOConfig accepting its settings, the pacing of the two runs, and the tables from
 hand-worked numbers."""
 
-import importlib.util
+import importlib
 import json
 import sys
 import time
@@ -16,11 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench():
-    path = ROOT / "benchmarks" / "gpu_trl_comparison.py"
-    spec = importlib.util.spec_from_file_location("gpu_trl_comparison", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # puts benchmarks/ on sys.path: _trl_runs, _pacing import after it
-    return module
+    return importlib.import_module("benchmarks.gpu_trl_comparison")
 
 
 @pytest.fixture
@@ -35,8 +31,7 @@ def large(monkeypatch):
 
 def test_gpu_trl_comparison_sides_run_the_same_batch_model_and_optimizer(large, tmp_path):
     bench, w = large
-    from _trl_runs import fit_args, trl_settings
-
+    from benchmarks._trl_runs import fit_args, trl_settings
     from stable_rl.cli import main
 
     fit = main(fit_args(w, 4, bench.RECIPE) + bench.stable_rl_overrides(w), run=False)
@@ -76,9 +71,10 @@ def test_gpu_trl_comparison_trl_accepts_its_settings(large, tmp_path):
     """GRPOConfig builds from the settings (with use_cpu: bf16 without a GPU is refused otherwise), and
     transformers' Trainer makes torch's AdamW of them, foreach and fused unset as stable-rl's."""
     pytest.importorskip("trl")
-    from _trl_runs import trl_settings
     from transformers import Trainer
     from trl import GRPOConfig
+
+    from benchmarks._trl_runs import trl_settings
 
     bench, w = large
     settings = trl_settings(w, 4, str(tmp_path), bench.TRL_LOSS, bench.trl_options(w))
@@ -118,8 +114,9 @@ def test_gpu_trl_comparison_scales_size_both_sides():
 
 def test_gpu_trl_comparison_widened_tokenizer_encodes_as_before_and_decodes_every_id(tmp_path):
     _bench()
-    from _random_moe import TOKENIZER, widened_tokenizer
     from transformers import AutoTokenizer
+
+    from benchmarks._random_moe import TOKENIZER, widened_tokenizer
 
     widened_tokenizer(str(ROOT / TOKENIZER), str(tmp_path), 4096)
     tiny, wide = AutoTokenizer.from_pretrained(ROOT / TOKENIZER), AutoTokenizer.from_pretrained(tmp_path)
@@ -240,8 +237,8 @@ def test_gpu_trl_comparison_tables_note_what_differs(tmp_path):
 
 CHILD = """
 import sys
-sys.path.insert(0, sys.argv[1])  # benchmarks/
-from _pacing import Pacer
+sys.path.insert(0, sys.argv[1])  # the project root, where the benchmarks package is
+from benchmarks._pacing import Pacer
 
 pacer = Pacer(int(sys.argv[-1]), warmup=1, block=2)
 for seconds in (None, 1.0, 2.0, 3.0, 4.0):
@@ -251,11 +248,11 @@ for seconds in (None, 1.0, 2.0, 3.0, 4.0):
 
 def test_gpu_trl_comparison_pacing_takes_turns_and_leaves_the_waits_out(tmp_path):
     _bench()
-    from _pacing import PacedChild
+    from benchmarks._pacing import PacedChild
 
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    child = PacedChild([sys.executable, str(script), str(ROOT / "benchmarks")], tmp_path / "child.log")
+    child = PacedChild([sys.executable, str(script), str(ROOT)], tmp_path / "child.log")
     assert child.block() == {"info": {"step": None}, "steps": [{"seconds": None}]}  # the warm-up
     time.sleep(0.3)  # the parent's turn elsewhere: not in the next step's seconds
     report = child.go()
@@ -269,7 +266,7 @@ def test_gpu_trl_comparison_pacing_takes_turns_and_leaves_the_waits_out(tmp_path
 
 def test_gpu_trl_comparison_pacing_quotes_a_failed_child(tmp_path):
     _bench()
-    from _pacing import PacedChild
+    from benchmarks._pacing import PacedChild
 
     child = PacedChild([sys.executable, "-c", "import sys; print('no engine'); sys.exit(3)"], tmp_path / "child.log")
     with pytest.raises(RuntimeError, match=r"exit code 3\) without its report; the end of .*child.log:\nno engine$"):
@@ -290,7 +287,7 @@ sys.exit(2)
 
 def test_gpu_trl_comparison_pacing_ends_what_a_child_leaves(tmp_path):
     _bench()
-    from _pacing import PacedChild
+    from benchmarks._pacing import PacedChild
 
     child = PacedChild([sys.executable, "-c", LEAVER], tmp_path / "child.log")
     began = time.perf_counter()
@@ -320,9 +317,10 @@ def test_gpu_trl_comparison_trl_pushes_the_checkpoints_layout():
     checkpoint's on-disk names, with the on-disk tensors: what vLLM's loader reads (the fused experts of
     transformers 5, pushed as they are, fail TRL's first sync)."""
     _bench()
-    from _trl_runs import push_checkpoint_layout
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
+
+    from benchmarks._trl_runs import push_checkpoint_layout
 
     path = ROOT / "data" / "tiny-qwen3-moe"
     model = AutoModelForCausalLM.from_pretrained(path)
@@ -348,8 +346,9 @@ def test_gpu_trl_comparison_trls_own_colocated_sync_goes_through_the_shim():
     so the shim reaches it: vLLM is given the checkpoint's names, no fused experts."""
     pytest.importorskip("trl")
     _bench()
-    from _trl_runs import push_checkpoint_layout
     from safetensors.torch import load_file
+
+    from benchmarks._trl_runs import push_checkpoint_layout
 
     path = ROOT / "data" / "tiny-qwen3-moe"
     loaded = []
@@ -369,7 +368,7 @@ def test_gpu_trl_comparison_runs_trls_own_weight_push_first_unless_told():
         (["--trl-weight-push", "checkpoint-layout"], "checkpoint-layout"),
     ):
         args = bench.parser().parse_args(given)
-        child = bench.parser().parse_args(bench.child_command("trl", {}, args)[2:])
+        child = bench.parser().parse_args(bench.child_command("trl", {}, args)[3:])
         assert (args.trl_weight_push, child.trl_weight_push, child.child) == (push, push, ["trl", "{}"])
 
 
@@ -377,13 +376,12 @@ def test_gpu_trl_comparison_passes_stable_rl_settings_to_its_fit_and_child(large
     """--stable-rl KEY=VALUE: each pair reaches the stable-rl child and its ``stable-rl fit`` as --KEY=VALUE, after
     the comparison's own settings (so it can change them), and nothing of it reaches TRL's."""
     bench, w = large
-    from _trl_runs import fit_args
-
+    from benchmarks._trl_runs import fit_args
     from stable_rl.cli import main
 
     given = ["--stable-rl", "model.init_args.compile_logprobs=true", "model.init_args.micro_batch_size=4"]
     args = bench.parser().parse_args(given)
-    child = bench.parser().parse_args(bench.child_command("stable-rl", w, args)[2:])
+    child = bench.parser().parse_args(bench.child_command("stable-rl", w, args)[3:])
     assert child.stable_rl == ["model.init_args.compile_logprobs=true", "model.init_args.micro_batch_size=4"]
     assert child.trl == []
     overrides = bench.stable_rl_overrides(w, child.stable_rl)
@@ -423,8 +421,9 @@ def test_gpu_trl_comparison_falls_back_to_the_checkpoint_layout_only_where_trls_
     so with the error."""
     pytest.importorskip("trl")
     _bench()
-    from _trl_runs import own_push_or_checkpoint_layout
     from safetensors.torch import load_file
+
+    from benchmarks._trl_runs import own_push_or_checkpoint_layout
 
     path = ROOT / "data" / "tiny-qwen3-moe"
     loaded = []

@@ -2,7 +2,7 @@
 (on a lent GPU the run is not repeated: the FP8 KV-cache rung, never run on a GPU yet, must not take the
 other three with it)."""
 
-import importlib.util
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ladder():
-    spec = importlib.util.spec_from_file_location("ladder_in_training", ROOT / "benchmarks" / "ladder_in_training.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.ladder_in_training")
 
 
 def test_a_failed_rung_keeps_the_others_logs_and_table_and_fails_the_command(tmp_path, monkeypatch, capsys):

