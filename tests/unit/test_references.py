@@ -42,8 +42,6 @@ NOT_IN_REPO = {
     "data/smollm2-135m-instruct": "built by data/make_smollm2.py (git-ignored)",
     "data/smollm2-135m-moe": "built by data/make_smollm2_moe.py (git-ignored)",
     "data/smollm2-135m-moe-sft": "exported by recipes/long/cold_start_sft_smollm2_moe.yaml (git-ignored)",
-    "experiments/atlas/pilot/": "the atlas pilot's logs, planned by experiments/atlas/PROTOCOL.md (not yet run)",
-    "docs/paper-reproduction.md": "now experiments/frontier/README.md; experiments/atlas/ (a study in progress) still names it",
     "experiments/long-task/fixed_lr/logs": "run_fixed_lr.sh's default OUT_DIR, in a test's checkout (the waves: fixed_lr/wave1, wave2, wave3, long1, long2)",
     "experiments/long-task/fixed_lr/report.md": "run_fixed_lr.sh's default OUT_DIR, in a test's checkout",
     "experiments/long-task/fixed_lr/wave9": "a wave's folder in a temporary checkout (tests/unit/test_frontier_scripts.py)",
