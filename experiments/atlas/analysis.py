@@ -1,4 +1,4 @@
-"""The atlas's tables, remade from the committed logs (experiments/atlas/logs/*/*.tar.gz, each run's metrics.csv and
+"""The atlas's tables, remade from the committed logs (experiments/atlas/logs/*/*.tar.xz, each run's metrics.csv and
 heldout_outcomes.csv as experiments/atlas/pack_logs.sh packed them).
 
     python experiments/atlas/analysis.py            # writes experiments/atlas/pilot/dial.md
@@ -90,7 +90,7 @@ def dial_table(runs: dict[str, list[dict[str, str]]]) -> str:
 
 
 def main() -> None:
-    runs = read_runs(HERE / "logs" / "pilot" / "dial.tar.gz")
+    runs = read_runs(HERE / "logs" / "pilot" / "dial.tar.xz")
     out = HERE / "pilot" / "dial.md"
     out.parent.mkdir(exist_ok=True)
     out.write_text("# The mismatch dial, measured from runs (PROTOCOL.md Part 1a)\n\n" + dial_table(runs))

@@ -10,7 +10,7 @@ spec.loader.exec_module(analysis)
 
 
 def test_the_committed_dial_table_is_remade_from_the_committed_logs():
-    runs = analysis.read_runs(ROOT / "experiments/atlas/logs/pilot/dial.tar.gz")
+    runs = analysis.read_runs(ROOT / "experiments/atlas/logs/pilot/dial.tar.xz")
     assert len(runs) == 16 and all(sum(1 for r in rows if r.get("train/kl_k3")) == 50 for rows in runs.values())
     committed = (ROOT / "experiments/atlas/pilot/dial.md").read_text()
     assert committed.endswith(analysis.dial_table(runs))
