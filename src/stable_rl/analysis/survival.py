@@ -1,0 +1,153 @@
+"""Time to collapse, analysed as survival (the stability atlas, ``experiments/atlas/PROTOCOL.md``).
+
+A run collapses at the first step at or after a warm-up where, over a trailing window, the training reward has
+fallen below a fraction of its best window so far, or the entropy is below a floor, or where non-finite updates
+were skipped several steps in a row; a run that does neither is censored at its last step. Two arms (seeds of two
+methods) are compared by the log-rank test, exactly: its statistic under every relabelling of the pooled runs. The
+power of that test for a planned number of seeds comes from simulating Weibull times fitted to pilot runs.
+"""
+
+import math
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+Series = dict[str, list[tuple[int, float]]]  # metric -> [(step, value)], as ``run_logs.read_run`` returns
+
+
+@dataclass(frozen=True)
+class Survival:
+    time: float  # the step of collapse, or the last step observed (censored)
+    collapsed: bool
+
+
+def trailing_means(points: list[tuple[int, float]], window: int) -> list[tuple[int, float]]:
+    """(step, mean of the last ``window`` values up to it) from the ``window``-th point on, in step order."""
+    ordered = sorted(points)
+    values = [value for _, value in ordered]
+    return [(ordered[i][0], sum(values[i + 1 - window : i + 1]) / window) for i in range(window - 1, len(ordered))]
+
+
+def collapse_time(
+    series: Series,
+    horizon: int | None = None,
+    window: int = 20,
+    warmup: int = 100,
+    reward_drop: float = 0.5,
+    min_entropy: float = 0.02,
+    skips_in_a_row: int = 3,
+) -> Survival:
+    """When the run collapsed (PROTOCOL.md Part 1): the first step t >= ``warmup`` where the ``window``-step mean
+    of ``train/reward`` is below (1 - ``reward_drop``) times its best ``window``-step mean up to t, or the
+    ``window``-step mean of ``train/entropy`` is below ``min_entropy``, or ``train/skipped_updates`` was positive
+    ``skips_in_a_row`` steps in a row; else censored at the last step logged (at most ``horizon``)."""
+    last = max(step for step, _ in series["train/reward"])
+    if horizon is not None:
+        last = min(last, horizon)
+    signs = []
+    best = -math.inf
+    for step, mean in trailing_means(series["train/reward"], window):
+        best = max(best, mean)
+        if warmup <= step <= last and mean < (1 - reward_drop) * best:
+            signs.append(step)
+            break
+    signs += [
+        s
+        for s, mean in trailing_means(series.get("train/entropy", []), window)
+        if warmup <= s <= last and mean < min_entropy
+    ][:1]
+    in_a_row = 0
+    for step, skipped in sorted(series.get("train/skipped_updates", [])):
+        in_a_row = in_a_row + 1 if skipped > 0 else 0
+        if in_a_row >= skips_in_a_row and warmup <= step <= last:
+            signs.append(step)
+            break
+    return Survival(min(signs), True) if signs else Survival(last, False)
+
+
+def _logrank_z(times: np.ndarray, events: np.ndarray, in_a: np.ndarray) -> np.ndarray:
+    """The standardised log-rank statistic (O - E) / sqrt(V) of arm A for each row of ``in_a`` [P, N] (bool);
+    0 where V is 0 (no event with both arms at risk)."""
+    event_times = np.unique(times[events])
+    at_risk = (times[None, :] >= event_times[:, None]).astype(float)  # [J, N]
+    dies = ((times[None, :] == event_times[:, None]) & events[None, :]).astype(float)
+    n, d = at_risk.sum(1), dies.sum(1)  # [J]
+    a = in_a.astype(float)
+    n_a, d_a = a @ at_risk.T, a @ dies.T  # [P, J]
+    share = n_a / n
+    u = (d_a - d * share).sum(1)
+    v = (d * share * (1 - share) * (n - d) / np.maximum(n - 1, 1)).sum(1)
+    return np.divide(u, np.sqrt(v), out=np.zeros_like(u), where=v > 0)
+
+
+def logrank_z(a: list[Survival], b: list[Survival]) -> float:
+    """The log-rank statistic of arm ``a`` against ``b``: positive where ``a`` collapses sooner."""
+    times = np.array([s.time for s in a + b], dtype=float)
+    events = np.array([s.collapsed for s in a + b])
+    return float(_logrank_z(times, events, np.arange(len(a) + len(b))[None, :] < len(a))[0])
+
+
+def logrank_permutation_p(a: list[Survival], b: list[Survival]) -> float:
+    """Two-sided p of the exact permutation log-rank test: the share of the C(n_a + n_b, n_a) splits of the pooled
+    runs into arms of these sizes whose |statistic| is at least the observed one."""
+    runs = a + b
+    times = np.array([s.time for s in runs], dtype=float)
+    events = np.array([s.collapsed for s in runs])
+    splits = np.zeros((math.comb(len(runs), len(a)), len(runs)), dtype=bool)
+    for row, members in enumerate(combinations(range(len(runs)), len(a))):
+        splits[row, list(members)] = True
+    z = np.abs(_logrank_z(times, events, splits))
+    return float(np.mean(z >= z[0] - 1e-9))  # the first split is the observed one (a's runs come first)
+
+
+def weibull_fit(runs: list[Survival]) -> tuple[float, float]:
+    """(shape k, scale lam) maximising the censored Weibull likelihood: sum over collapses of log f(t) plus sum over
+    censored runs of log S(t), S(t) = exp(-(t / lam)^k). For a given k, lam^k = sum t^k / collapses; k by golden
+    section on log k in [log 0.05, log 50]."""
+    t = np.array([s.time for s in runs], dtype=float)
+    e = np.array([s.collapsed for s in runs])
+    if not e.any():
+        raise ValueError("no run collapsed: a Weibull fit needs at least one collapse")
+    if (t <= 0).any():
+        raise ValueError(f"times to collapse must be positive, got {sorted(t)}")
+    log_t = np.log(t)
+
+    def profile(log_k: float) -> float:
+        k = math.exp(log_k)
+        scaled = np.exp(k * (log_t - log_t.max()))  # t^k / max(t)^k: no overflow
+        log_lam_k = k * log_t.max() + math.log(scaled.sum() / e.sum())
+        return e.sum() * (log_k - log_lam_k) + (k - 1) * log_t[e].sum() - e.sum()
+
+    low, high = math.log(0.05), math.log(50.0)
+    golden = (math.sqrt(5) - 1) / 2
+    for _ in range(200):
+        x1, x2 = high - golden * (high - low), low + golden * (high - low)
+        low, high = (low, x2) if profile(x1) > profile(x2) else (x1, high)
+    k = math.exp((low + high) / 2)
+    lam = (np.sum(t**k) / e.sum()) ** (1 / k)
+    return k, float(lam)
+
+
+def logrank_power(
+    shape: float,
+    scale: float,
+    ratio: float,
+    seeds: int,
+    horizon: float,
+    simulations: int = 500,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> float:
+    """The share of ``simulations`` in which the exact permutation log-rank test at level ``alpha`` tells apart two
+    arms of ``seeds`` runs each, one with Weibull(``shape``, ``scale``) times to collapse and one ``ratio`` times
+    later (the same shape: every quantile, the median too, ``ratio`` times later), both censored at ``horizon``."""
+    rng = np.random.default_rng(seed)
+    detected = 0
+    for _ in range(simulations):
+        arms = []
+        for lam in (scale, ratio * scale):
+            draws = lam * rng.weibull(shape, seeds)
+            arms.append([Survival(min(x, horizon), bool(x <= horizon)) for x in draws])
+        detected += logrank_permutation_p(*arms) <= alpha
+    return detected / simulations

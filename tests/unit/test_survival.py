@@ -1,0 +1,104 @@
+"""Time to collapse as survival (stable_rl.analysis.survival): the endpoint read from a log, the exact
+permutation log-rank test, the censored Weibull fit and the power simulation, on hand-worked cases."""
+
+import math
+
+import numpy as np
+import pytest
+
+from stable_rl.analysis.survival import (
+    Survival,
+    collapse_time,
+    logrank_permutation_p,
+    logrank_power,
+    logrank_z,
+    trailing_means,
+    weibull_fit,
+)
+
+
+def log(rewards, entropy=None, skipped=None):
+    series = {"train/reward": list(enumerate(rewards))}
+    if entropy is not None:
+        series["train/entropy"] = list(enumerate(entropy))
+    if skipped is not None:
+        series["train/skipped_updates"] = list(enumerate(skipped))
+    return series
+
+
+def test_trailing_means_start_at_the_window():
+    assert trailing_means([(2, 3.0), (0, 1.0), (1, 2.0), (3, 6.0)], 2) == [(1, 1.5), (2, 2.5), (3, 4.5)]
+
+
+def test_a_run_collapses_where_its_window_falls_below_half_its_best():
+    """Reward 0.8 for 120 steps, then 0.1: the 20-step mean is 0.8 * (20 - m) / 20 + 0.1 * m / 20 after m low
+    steps, below 0.4 once 0.7 m > 8, m = 12: step 131 (the 12th low step is step 131)."""
+    assert collapse_time(log([0.8] * 120 + [0.1] * 30)) == Survival(131, True)
+
+
+def test_nothing_before_the_warmup_counts_and_a_run_that_holds_is_censored_at_its_last_step():
+    assert collapse_time(log([0.8] * 20 + [0.0] * 40 + [0.8] * 100)) == Survival(159, False)
+    assert collapse_time(log([0.8] * 300), horizon=250) == Survival(250, False)
+
+
+def test_entropy_and_skipped_updates_are_signs_too():
+    rewards = [0.5] * 200
+    entropy = [0.3] * 150 + [0.01] * 50  # 19 low steps: (0.3 + 19 * 0.01) / 20 = 0.0245; 20: 0.01, at 169
+    assert collapse_time(log(rewards, entropy=entropy)) == Survival(169, True)
+    skipped = [0] * 200
+    skipped[50:53] = [1, 1, 1]  # before the warm-up: not counted
+    skipped[110:112] = [1, 1]  # two in a row: not yet
+    skipped[140:143] = [1, 1, 1]  # the third in a row at 142
+    assert collapse_time(log(rewards, skipped=skipped)) == Survival(142, True)
+
+
+def test_logrank_statistic_by_hand():
+    """A collapses at 1 and 2, B at 3 and 4. t=1: 4 at risk, 2 in A, 1 event in A: O - E = 1/2, V = 1/4;
+    t=2: 3 at risk, 1 in A: O - E = 2/3, V = 2/9; later A has no one at risk. Z = (7/6) / sqrt(17/36)."""
+    a = [Survival(1, True), Survival(2, True)]
+    b = [Survival(3, True), Survival(4, True)]
+    assert logrank_z(a, b) == pytest.approx((7 / 6) / math.sqrt(17 / 36))
+    assert logrank_z(b, a) == pytest.approx(-logrank_z(a, b))
+    # of the 6 splits, {1, 2} and {3, 4} reach |Z| = 1.698; the four mixed ones less: p = 2/6
+    assert logrank_permutation_p(a, b) == pytest.approx(2 / 6)
+
+
+def test_censored_runs_leave_the_risk_set_without_an_event():
+    """A: collapse at 5, censored at 10; B: censored at 10 twice. Only t=5 counts: 4 at risk, 2 in A:
+    O - E = 1 - 1/2, V = (1/2)(1/2)(3)/3 = 1/4, Z = 1. Splits: the collapsed run in A's pair or not, |Z| = 1 in
+    all six: p = 1. No collapse at all: Z = 0, p = 1."""
+    a = [Survival(5, True), Survival(10, False)]
+    b = [Survival(10, False), Survival(10, False)]
+    assert logrank_z(a, b) == pytest.approx(1.0)
+    assert logrank_permutation_p(a, b) == 1.0
+    assert logrank_z(b, b) == 0.0 and logrank_permutation_p(b, b) == 1.0
+
+
+def test_six_against_six_all_apart_gives_the_smallest_exact_p():
+    a = [Survival(t, True) for t in range(101, 107)]
+    b = [Survival(1000, False)] * 6
+    assert logrank_permutation_p(a, b) == pytest.approx(2 / math.comb(12, 6))
+
+
+def test_weibull_fit_solves_its_score_equation_and_reads_the_exponential_case():
+    """At the censored MLE, 1/k + sum_events log t / d - sum t^k log t / sum t^k = 0 (the profile's score),
+    lam^k = sum t^k / d; quantile-spaced draws from Weibull(1.5, 300) give back about that."""
+    u = (np.arange(400) + 0.5) / 400
+    times = 300 * (-np.log(1 - u)) ** (1 / 1.5)
+    runs = [Survival(float(min(t, 500)), bool(t <= 500)) for t in times]
+    k, lam = weibull_fit(runs)
+    t = np.array([r.time for r in runs])
+    e = np.array([r.collapsed for r in runs])
+    score = 1 / k + np.log(t[e]).sum() / e.sum() - (t**k * np.log(t)).sum() / (t**k).sum()
+    assert abs(score) < 1e-6
+    assert lam == pytest.approx(((t**k).sum() / e.sum()) ** (1 / k))
+    assert k == pytest.approx(1.5, rel=0.05) and lam == pytest.approx(300, rel=0.05)
+    with pytest.raises(ValueError, match="no run collapsed"):
+        weibull_fit([Survival(10, False)])
+
+
+def test_power_is_small_without_an_effect_and_near_one_with_a_large_one():
+    null = logrank_power(2.0, 300, ratio=1.0, seeds=6, horizon=1000, simulations=200)
+    large = logrank_power(2.0, 100, ratio=8.0, seeds=6, horizon=1000, simulations=200)
+    assert null <= 0.08  # an exact test at 0.05 (its discreteness makes it conservative)
+    assert large >= 0.95
