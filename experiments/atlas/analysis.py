@@ -10,6 +10,9 @@ import statistics
 import tarfile
 from pathlib import Path
 
+from stable_rl.analysis.survival import collapse_time
+from stable_rl.heldout_change import HeldoutChange
+
 HERE = Path(__file__).parent
 LEVELS = {  # run-name prefix -> (level, setting), PROTOCOL.md Part 1
     "l0_exact": ("L0", "vLLM float32, IEEE kernels (exact control)"),
@@ -89,12 +92,93 @@ def dial_table(runs: dict[str, list[dict[str, str]]]) -> str:
     return "\n".join(lines) + "\n" + note
 
 
+def series_of(rows: list[dict[str, str]]) -> dict[str, list[tuple[int, float]]]:
+    """metric -> [(step, value)] from a run's metrics.csv rows (as ``stable_rl`` reads a run's log)."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    for row in rows:
+        for name, value in row.items():
+            if name not in ("step", "epoch") and value not in ("", None):
+                series.setdefault(name, []).append((int(float(row["step"])), float(value)))
+    return series
+
+
+def heldout_after(series: dict[str, list[tuple[int, float]]], updates: int) -> tuple[int, float, int]:
+    """(step, held-out avg@4, problems) of the validation after ``updates`` optimizer updates (logged at step
+    ``updates`` - 1; the one before training at step 0)."""
+    step = max(updates - 1, 0)
+    value = dict(series["val/heldout/avg@4"])[step]
+    return step, value, int(dict(series["val/heldout/problems"])[step])
+
+
+def horizon_of(runs: dict[str, dict[str, list[tuple[int, float]]]], planned: int = 1000) -> int:
+    """Part 1a: ``planned`` updates, or, where a run of the wave stopped short, the largest multiple of 100 that every
+    run reached (a run reaching n updates logs its last training step n - 1)."""
+    reached = min(max(step for step, _ in series["train/reward"]) + 1 for series in runs.values())
+    return planned if reached >= planned else reached // 100 * 100
+
+
+def seed_verdict(name: str, series: dict[str, list[tuple[int, float]]], horizon: int) -> dict[str, object]:
+    """Part 1's rule for one control run: (a) held-out avg@4 after min(300, 3H/10) updates above step 0's by at
+    least the bounded two-standard-error margin, (b) no collapse before the horizon, (c) at most 5% of updates
+    clipped."""
+    early = min(300, 3 * horizon // 10 // 100 * 100)  # the validation at or before 3H/10 (every 100 updates)
+    (s0, first, _), (s1, mid, problems), (_, last, _) = (heldout_after(series, n) for n in (0, early, horizon))
+    change = HeldoutChange(name, "val/heldout/avg@4", s0, first, s1, mid, problems)
+    survival = collapse_time(series, horizon=horizon - 1)
+    clipped = statistics.fmean(v for step, v in series["train/grad_clipped"] if step < horizon)
+    learned, holds, rare_clip = change.verdict == "learned", not survival.collapsed, clipped <= 0.05
+    return {
+        "first": first,
+        "mid": mid,
+        "last": last,
+        "margin": change.margin,
+        "learned": learned,
+        "collapse": survival.time if survival.collapsed else None,
+        "clipped": clipped,
+        "passes": learned and holds and rare_clip,
+    }
+
+
+def rate_table(runs: dict[str, list[dict[str, str]]]) -> str:
+    """Part 1's learning-rate table: per candidate rate and seed, the rule's three parts; a rate passes on >= 5 of
+    6 seeds, and the largest passing rate is the atlas's."""
+    series = {name: series_of(rows) for name, rows in runs.items()}
+    horizon = horizon_of(series)
+    early = min(300, 3 * horizon // 10 // 100 * 100)  # the validation at or before 3H/10 (every 100 updates)
+    lines = [
+        f"Horizon H = {horizon} updates; the rule reads held-out after {early} updates.\n",
+        f"| rate | seed | held-out at 0 | at {early} | at {horizon} | margin | learned | collapse | clipped | passes |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    passing = {}
+    rates = sorted({name.split("+")[1].split("-s")[0] for name in series}, key=lambda r: float(r[2:]), reverse=True)
+    for rate in rates:
+        verdicts = [(name, seed_verdict(name, s, horizon)) for name, s in sorted(series.items()) if f"+{rate}-" in name]
+        for name, v in verdicts:
+            lines.append(
+                f"| {rate[2:]} | {name.rsplit('-s', 1)[1]} | {v['first']:.3f} | {v['mid']:.3f} | {v['last']:.3f} | "
+                f"{v['margin']:.3f} | {'yes' if v['learned'] else 'no'} | {v['collapse'] or 'none'} | "
+                f"{v['clipped']:.1%} | {'yes' if v['passes'] else 'no'} |"
+            )
+        passing[rate] = sum(v["passes"] for _, v in verdicts)
+        lines.append(f"| {rate[2:]} | all | | | | | | | | {passing[rate]} of {len(verdicts)} |")
+    chosen = next((rate[2:] for rate in rates if passing[rate] >= 5), None)
+    lines.append(f"\nThe rate: {chosen if chosen else 'none of these (Part 1: try 3e-5, then 1e-5)'}.\n")
+    return "\n".join(lines)
+
+
 def main() -> None:
-    runs = read_runs(HERE / "logs" / "pilot" / "dial.tar.xz")
-    out = HERE / "pilot" / "dial.md"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text("# The mismatch dial, measured from runs (PROTOCOL.md Part 1a)\n\n" + dial_table(runs))
-    print(out.read_text())
+    out = HERE / "pilot"
+    out.mkdir(exist_ok=True)
+    (out / "dial.md").write_text(
+        "# The mismatch dial, measured from runs (PROTOCOL.md Part 1a)\n\n"
+        + dial_table(read_runs(HERE / "logs" / "pilot" / "dial.tar.xz"))
+    )
+    print((out / "dial.md").read_text())
+    control = HERE / "logs" / "pilot" / "control.tar.xz"
+    if control.is_file():
+        (out / "rate.md").write_text("# The learning rate (PROTOCOL.md Part 1)\n\n" + rate_table(read_runs(control)))
+        print((out / "rate.md").read_text())
 
 
 if __name__ == "__main__":

@@ -33,3 +33,41 @@ def test_a_level_reads_the_mean_over_its_runs_of_each_runs_median_over_steps():
     l0, l7 = [line for line in analysis.dial_table(runs).splitlines() if line.startswith(("| L0", "| L7"))]
     assert l0.split(" | ")[3:] == ["0.33"] * 4 + ["0.150", "at least half of L0's |"]
     assert l7.split(" | ")[3:] == ["2"] * 4 + ["0.045", "worse: below half of L0's |"]
+
+
+def control_run(heldout_mid, collapse_at=None, clipped=0.0, updates=1000):
+    """A control run's metrics.csv rows: reward 0.5 (0.0 from ``collapse_at``), ``clipped`` of updates clipped,
+    held-out 0.16 before training, ``heldout_mid`` after 300 updates and later, over 343 problems."""
+    rows = []
+    for step in range(updates):
+        reward = 0.0 if collapse_at is not None and step >= collapse_at else 0.5
+        rows.append(
+            {"step": str(step), "train/reward": str(reward), "train/grad_clipped": str(float(step % 10 < clipped * 10))}
+        )
+    for step in [0, *range(99, updates, 100)]:
+        value = 0.16 if step < 299 else heldout_mid
+        rows.append({"step": str(step), "val/heldout/avg@4": str(value), "val/heldout/problems": "343"})
+    return rows
+
+
+def test_the_rate_rule_reads_learning_holding_and_rare_clipping_per_seed():
+    """3e-4: seeds 0-3 learn and hold, seed 4 collapses (reward 0 from step 500: the 20-step mean falls below half
+    its best at step 510), seed 5 clips 20% of updates: 4 of 6 pass. 1e-4: all learn, hold and clip none: 6 of 6,
+    the rate. Margin at 0.16 -> 0.30 over 343 problems: 2 sqrt(2) sqrt(0.23 x 0.77 / 343) = 0.064."""
+    runs = {f"l0_exact+lr3e-4-s{s}": control_run(0.30) for s in range(4)}
+    runs["l0_exact+lr3e-4-s4"] = control_run(0.30, collapse_at=500)
+    runs["l0_exact+lr3e-4-s5"] = control_run(0.30, clipped=0.2)
+    runs |= {f"l0_exact+lr1e-4-s{s}": control_run(0.30) for s in range(6)}
+    table = analysis.rate_table(runs)
+    assert "| 3e-4 | 0 | 0.160 | 0.300 | 0.300 | 0.064 | yes | none | 0.0% | yes |" in table
+    assert "| 3e-4 | 4 | 0.160 | 0.300 | 0.300 | 0.064 | yes | 510 | 0.0% | no |" in table
+    assert "| 3e-4 | 5 | 0.160 | 0.300 | 0.300 | 0.064 | yes | none | 20.0% | no |" in table
+    assert "| 3e-4 | all | | | | | | | | 4 of 6 |" in table and "| 1e-4 | all | | | | | | | | 6 of 6 |" in table
+    assert table.endswith("The rate: 1e-4.\n")
+
+
+def test_runs_cut_short_set_the_horizon_to_the_hundreds_every_run_reached():
+    runs = {"l0_exact+lr3e-4-s0": control_run(0.30, updates=1000), "l0_exact+lr3e-4-s1": control_run(0.30, updates=757)}
+    series = {name: analysis.series_of(rows) for name, rows in runs.items()}
+    assert analysis.horizon_of(series) == 700
+    assert analysis.rate_table(runs).startswith("Horizon H = 700 updates; the rule reads held-out after 200 updates.")
