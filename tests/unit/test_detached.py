@@ -37,15 +37,15 @@ def test_the_wait_names_a_failed_job_and_one_still_running(tmp_path):
 
 
 def test_a_job_survives_the_end_of_its_starters_session(tmp_path):
-    """As a remote runner ends a call: every process of the call's session and process group killed once
-    the starter returns (here, while the call still runs); the job, in a session of its own, runs on."""
+    """As when the shell that started a job ends: every process of the starter's session and process group
+    killed once the starter returns (here, while the caller still runs); the job, in a session of its own, runs on."""
     env = {"PATH": "/usr/bin:/bin", "DETACHED_DIR": str(tmp_path)}
     call = f"bash {SCRIPT} start job bash -c 'sleep 2; echo survived'; sleep 60"
     with subprocess.Popen(
         ["bash", "-c", call], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True
     ) as caller:
         assert caller.stdout.readline().startswith("started job")
-        os.killpg(caller.pid, signal.SIGKILL)  # the call's session: its process group is its leader's id
+        os.killpg(caller.pid, signal.SIGKILL)  # the caller's session: its process group is its leader's id
     done = detached(tmp_path, "wait", "30", "job")
     assert (done.returncode, done.stdout) == (0, "job: ended, code 0: survived\n")
 
@@ -70,14 +70,15 @@ def test_the_wait_exits_3_while_a_job_runs_and_none_failed(tmp_path):
 
 
 def test_jobs_run_in_one_copy_of_the_checkout_that_later_changes_do_not_reach(tmp_path):
-    """The lent machine copies the checkout afresh at each call: a job reads the files as they were at the first
-    start, and a later job sees what an earlier one wrote there (the cold start's model, for the wave)."""
+    """Jobs run in one copy of the checkout, made at the first start: a job reads the files as they were then, even
+    if the checkout is replaced meanwhile, and a later job sees what an earlier one wrote there (the cold start's
+    model, for the wave)."""
     checkout = tmp_path / "checkout"
     (checkout / ".gpu").mkdir(parents=True)
     (checkout / ".gpu" / "part").write_text("big")
     (checkout / "code.py").write_text("old")
     assert detached(tmp_path, "start", "first", "bash", "-c", "sleep 1; cat code.py; echo made > model").returncode == 0
-    (checkout / "code.py").write_text("new")  # the next call's copy
+    (checkout / "code.py").write_text("new")  # the checkout replaced
     assert detached(tmp_path, "wait", "30", "first").stdout == "first: ended, code 0: old\n"
     detached(tmp_path, "start", "second", "bash", "-c", "cat model code.py; ls -A")
     done = detached(tmp_path, "wait", "30", "second")

@@ -1,6 +1,6 @@
 """benchmarks/ladder_in_training.py: the rungs that finished are kept and tabled when another rung fails
-(on a lent GPU the run is not repeated: the FP8 KV-cache rung, never run on a GPU yet, must not take the
-other three with it)."""
+(a rung that fails, such as the FP8 KV-cache rung on a vLLM that lacks it, must not take the other rungs' results
+with it)."""
 
 import importlib
 import subprocess

@@ -1,12 +1,11 @@
 #!/bin/bash
-# Long GPU jobs across calls that each end within a time limit (a remote shell whose calls are cut off): a job
-# started here runs in its own session, so it outlives the call that started it, and a later call waits
-# for it. Output goes to $DETACHED_DIR/NAME.log (default /tmp/detached), the exit code to NAME.rc, the job's
-# process id to NAME.pid. The job lives only as long as the machine: a call on a fresh machine finds no job.
-# Jobs run in a copy of the working directory, $DETACHED_TREE (default $DETACHED_DIR/tree), made by the first
-# start on the machine (without .gpu and .nox) and shared by later jobs (a wave finds the cold start's model
-# there): a machine that copies the checkout afresh at each call, and a job importing from a checkout being
-# copied failed (stable_rl.rl found as an empty namespace package). DETACHED_TREE=. runs in place; removing
+# Long GPU jobs that must outlive the shell that started them: a job started here runs in its own session, so
+# it runs on after its starter ends, and a later shell waits for it. Output goes to $DETACHED_DIR/NAME.log
+# (default /tmp/detached), the exit code to NAME.rc, the job's process id to NAME.pid. The job lives only as long
+# as the machine: a fresh machine has no job. Jobs run in a copy of the working directory, $DETACHED_TREE
+# (default $DETACHED_DIR/tree), made by the first start on the machine (without .gpu and .nox) and shared by
+# later jobs (a wave finds the cold start's model there): a job importing from a checkout while it is being
+# replaced fails (stable_rl.rl found as an empty namespace package). DETACHED_TREE=. runs in place; removing
 # the tree makes the next start copy again. Read results from `cd "$(bash tools/gpu-offline/detached.sh tree)"`.
 #   bash tools/gpu-offline/detached.sh start NAME COMMAND...    # returns once the job runs in its own session
 #   bash tools/gpu-offline/detached.sh wait SECONDS NAME...     # until every NAME has ended or SECONDS have passed;
@@ -49,8 +48,8 @@ case "${1:-}" in
     rm -f "$dir/$name.rc" "$dir/$name.pid" "$dir/$name.log"
     copy_tree
     cd "$tree"
-    # setsid: a new session, which the machine's end-of-call cleanup leaves running; the pid file is written
-    # from inside it, so once it exists the job no longer belongs to this call's session. The exit code is
+    # setsid: a new session, which killing the starter's session leaves running; the pid file is written
+    # from inside it, so once it exists the job no longer belongs to the starter's session. The exit code is
     # written whole (a temporary file renamed), so a wait never reads it half-written.
     setsid bash -c 'echo $$ > "$0.pid"; "$@" > "$0.log" 2>&1; echo $? > "$0.rc.tmp"; mv "$0.rc.tmp" "$0.rc"' \
       "$dir/$name" "$@" < /dev/null > /dev/null 2>&1 &

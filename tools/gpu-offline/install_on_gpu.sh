@@ -1,8 +1,8 @@
 #!/bin/bash
 # On a GPU machine without network, after vLLM's parts were appended into /tmp/w/vllm.whl and its other wheels copied
-# into /tmp/w/wheels (../shared/tools/vllm-gpu/README.md, one part per call): install everything into
-# /tmp/site, in one call that sends .gpu/parts/NAME, .gpu/parts/SHA256 and whichever of .gpu/extra, .gpu/sig,
-# .gpu/trl, .gpu/gguf, .gpu/mfu the work needs (tools/gpu-offline/fetch_offline.sh makes them here).
+# into /tmp/w/wheels (../shared/tools/vllm-gpu/README.md): install everything into /tmp/site, with .gpu/parts/NAME,
+# .gpu/parts/SHA256 and whichever of .gpu/extra, .gpu/sig, .gpu/trl, .gpu/gguf, .gpu/mfu the work needs copied
+# into the checkout (tools/gpu-offline/fetch_offline.sh makes them on a machine with network).
 #   bash tools/gpu-offline/install_on_gpu.sh && export PYTHONPATH=/tmp/site:$PWD/src HF_HUB_OFFLINE=1 VLLM_ENABLE_V1_MULTIPROCESSING=0
 # W and SITE move /tmp/w and /tmp/site. The project's own wheels go in first and alone: vLLM's set brings
 # some of the same packages (antlr4), and one pip command with both refuses the duplicate.
