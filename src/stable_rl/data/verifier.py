@@ -23,6 +23,7 @@ import re
 import signal
 import threading
 import time
+import unicodedata
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -42,6 +43,7 @@ _CHECK_S = 0.1  # how often a call waiting for results looks for a dead worker
 _CHUNKS_PER_WORKER = 4  # a few chunks per worker balance the load at a few futures per call
 _LATEX = [LatexExtractionConfig()]
 _BRACE = re.compile(r"[{}]")
+_FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}  # ４ -> 4, － -> -
 
 _outbox: Connection  # set in each worker by _init_worker
 
@@ -87,6 +89,18 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
+def plain_characters(text: str) -> str:
+    """``text`` with look-alike characters read as the plain ones that math-verify parses: full-width forms as
+    ASCII, every decimal digit (Arabic-Indic, Devanagari, ...) as its ASCII digit, and format characters (zero-width
+    spaces, direction marks) removed. Superscripts and other compatibility forms stay (NFKC would read ``10²`` as 102)."""
+    if text.isascii():
+        return text
+    return "".join(
+        str(unicodedata.decimal(c)) if c.isdecimal() else "" if unicodedata.category(c) == "Cf" else c
+        for c in text.translate(_FULL_WIDTH)
+    )
+
+
 def _parse_boxed(content: str) -> list:
     return parse(f"\\boxed{{{content}}}", extraction_config=_LATEX, parsing_timeout=None)
 
@@ -94,9 +108,10 @@ def _parse_boxed(content: str) -> list:
 def is_correct(response: str, answer: str, require_boxed: bool = True) -> bool:
     """Whether math-verify finds the response's final answer equal to the gold ``answer``.
 
-    The gold answer is read as the content of a ``\\boxed{}``, so "0.5" and "\\frac{1}{2}" both parse.
-    Unbounded in time: run it under a timer, as the workers do.
+    The gold answer is read as the content of a ``\\boxed{}``, so "0.5" and "\\frac{1}{2}" both parse. Both are read
+    with ``plain_characters``. Unbounded in time: run it under a timer, as the workers do.
     """
+    response, answer = plain_characters(response), plain_characters(answer)
     if require_boxed:
         content = last_boxed(response)
         if content is None:
