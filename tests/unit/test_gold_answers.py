@@ -65,3 +65,19 @@ def test_the_data_module_loads_only_usable_problems(tmp_path, tiny_model_path, v
     with pytest.warns(UserWarning, match=f"dropped 1 of the 4 problems {named}"):
         data.setup("fit")
     assert [p.answer for p in data.problems] == ["1", "2", "3"]
+
+
+LOOK_ALIKES = [
+    "４２",
+    "٤٢",
+    "4\u200b2",
+    "\u200f42",
+    "४२",
+]  # full-width, Arabic-Indic, zero-width space, RTL mark, Devanagari
+
+
+def test_gold_answers_written_with_look_alike_characters_are_kept_and_match_plain_digits(verifier):
+    problems = [Problem(f"q{i}", answer) for i, answer in enumerate(LOOK_ALIKES)]
+    assert usable_problems(problems, verifier, "data.prompts (p.jsonl)") == problems  # none dropped, no warning
+    assert verifier([r"The answer is \boxed{42}."] * len(LOOK_ALIKES), LOOK_ALIKES).tolist() == [1.0] * 5
+    assert verifier([r"\boxed{43}"] * len(LOOK_ALIKES), LOOK_ALIKES).tolist() == [0.0] * 5

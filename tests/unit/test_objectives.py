@@ -259,3 +259,48 @@ def test_group_advantages_hand_worked():
 def test_group_of_one_is_rejected_with_the_fix():
     with pytest.raises(ValueError, match=r"group_size >= 2"):
         group_advantages(torch.ones(3, 1))
+
+
+CLIP_OWNERS = [
+    MiniRL,
+    GRPO,
+    CISPO,
+    lambda **kw: DrGRPO(max_response_tokens=8, **kw),
+    GSPO,
+    IcePop,
+    MaskedIS,
+    SequenceIS,
+]
+CLIP_IDS = ["minirl", "grpo", "cispo", "drgrpo", "gspo", "icepop", "masked-is", "sequence-is"]
+
+
+@pytest.mark.parametrize("build", CLIP_OWNERS, ids=CLIP_IDS)
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"eps_low": 1.2}, r"^model\.init_args\.objective\.init_args\.eps_low=1\.2: .* must be in \[0, 1\)$"),
+        ({"eps_low": 1.0}, r"^model\.init_args\.objective\.init_args\.eps_low=1\.0: .* must be in \[0, 1\)$"),
+        ({"eps_low": -0.1}, r"^model\.init_args\.objective\.init_args\.eps_low=-0\.1: .* must be in \[0, 1\)$"),
+        ({"eps_high": -0.2}, r"^model\.init_args\.objective\.init_args\.eps_high=-0\.2: .* must be >= 0$"),
+        ({"eps_high": math.nan}, r"^model\.init_args\.objective\.init_args\.eps_high=nan: .* must be >= 0$"),
+    ],
+    ids=["eps-low-above-1", "eps-low-1", "eps-low-negative", "eps-high-negative", "eps-high-nan"],
+)
+def test_a_clip_range_outside_its_meaning_is_refused_with_the_setting_named(build, setting, message):
+    with pytest.raises(ValueError, match=message):
+        build(**setting)
+
+
+@pytest.mark.parametrize("build", [MiniRL, DPPO], ids=["minirl", "dppo"])
+@pytest.mark.parametrize("is_cap", [0.0, -5.0])
+def test_an_is_cap_of_zero_or_less_is_refused_at_start_not_by_a_math_domain_error(build, is_cap):
+    with pytest.raises(
+        ValueError, match=rf"^model\.init_args\.objective\.init_args\.is_cap={is_cap}: .* must be > 0 \(the paper"
+    ):
+        build(is_cap=is_cap)
+
+
+def test_clip_ranges_at_their_limits_are_kept():
+    objective = MiniRL(eps_low=0.0, eps_high=0.0, is_cap=1e-3)
+    assert (objective.eps_low, objective.eps_high, objective.is_cap) == (0.0, 0.0, 1e-3)
+    assert GRPO(eps_low=0.999, eps_high=10.0).eps_low == 0.999

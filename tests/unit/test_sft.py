@@ -39,16 +39,15 @@ def exporter(model_path: str) -> HFPolicyModule:
 
 def test_hf_export_replaces_the_directory_whole(tiny_model_path, tmp_path):
     target = tmp_path / "export"
-    target.mkdir()
-    (target / "config.json").write_text("{}")  # an older export
-    (target / "stale.txt").write_text("from an older export")
-    HFExport(str(target)).setup(None, None, "fit")  # accepted: it is an earlier export
     module = exporter(tiny_model_path)
+    HFExport(str(target)).on_train_end(trainer=SimpleNamespace(global_rank=0), pl_module=module)
+    (target / "model-00002-of-00002.safetensors").write_bytes(b"x")  # a shard of a larger earlier export
+    HFExport(str(target)).setup(None, module, "fit")  # accepted: it is an earlier export
     with torch.no_grad():
         module.policy.lm_head.weight.add_(1.0)
     HFExport(str(target)).on_train_end(trainer=SimpleNamespace(global_rank=0), pl_module=module)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # no .partial / .old left
-    assert not (target / "stale.txt").exists()
+    assert not (target / "model-00002-of-00002.safetensors").exists()
     loaded = AutoModelForCausalLM.from_pretrained(target)
     torch.testing.assert_close(loaded.lm_head.weight, module.policy.lm_head.weight)
     assert (target / "tokenizer.json").exists()

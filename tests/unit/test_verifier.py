@@ -33,6 +33,12 @@ CASES = [  # (response, gold answer, reward)
     ("\x00\ud800💥∞ \\boxed{∞", "42", 0.0),  # odd unicode, lone surrogate
     ("}{" * 50_000, "42", 0.0),  # 100k characters, unbalanced braces
     ("x" * 100_000 + r"\boxed{42}", "42", 1.0),
+    (r"\boxed{４２}", "42", 1.0),  # look-alike characters read as the plain ones: full-width digits,
+    (r"\boxed{٤٢}", "42", 1.0),  # Arabic-Indic digits,
+    ("\\boxed{4\u200b2}", "42", 1.0),  # a zero-width space,
+    (r"\boxed{－４}", "-4", 1.0),  # a full-width minus sign,
+    (r"\boxed{４２}", "４３", 0.0),  # on both sides
+    (r"\boxed{10²}", "102", 0.0),  # a superscript is no digit
 ]
 
 

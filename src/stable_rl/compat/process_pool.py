@@ -1,6 +1,9 @@
-"""``concurrent.futures.ProcessPoolExecutor`` internals stable-rl relies on (checked: Python 3.11-3.13)."""
+"""``concurrent.futures.ProcessPoolExecutor`` and ``multiprocessing`` internals stable-rl relies on (checked: Python
+3.11-3.13)."""
 
+import signal
 from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import forkserver, resource_tracker
 
 
 def kill_workers(pool: ProcessPoolExecutor) -> None:
@@ -11,3 +14,20 @@ def kill_workers(pool: ProcessPoolExecutor) -> None:
         return
     for process in list((pool._processes or {}).values()):
         process.kill()
+
+
+def exit_codes(pool: ProcessPoolExecutor) -> list[int | None]:
+    """The exit codes of the worker processes of ``pool`` (None: running; -N: ended by signal N)."""
+    return [process.exitcode for process in list((pool._processes or {}).values())]
+
+
+def start_forkserver() -> None:
+    """Start the process's forkserver, unless it runs, with SIGTERM and SIGINT blocked: it and the processes it forks
+    inherit that mask, so a signal to the whole process group (``timeout``, a scheduler's end of job, Ctrl-C) leaves
+    them to the process that owns them. It exits when the last process that can use it has."""
+    resource_tracker.ensure_running()  # first: starting it unblocks SIGTERM and SIGINT in the calling thread
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

@@ -13,6 +13,8 @@ from torch import Tensor
 
 from stable_rl.objectives.advantages import group_advantages
 
+SETTINGS = "model.init_args.objective.init_args"  # where the stable-rl CLI reads an objective's arguments
+
 
 @dataclass(frozen=True)
 class LossInputs:
@@ -87,3 +89,27 @@ def token_count(response_mask: Tensor) -> Tensor:
 def response_lengths(response_mask: Tensor) -> Tensor:
     """|y_i| per response, at least 1; ``response_mask`` [M, T] -> [M, 1] float."""
     return response_mask.sum(dim=-1, keepdim=True).clamp(min=1).float()
+
+
+def check_clip_range(eps_low: float, eps_high: float) -> None:
+    """Refuse a clip range [1 - eps_low, 1 + eps_high] on pi_theta/pi_old that does not hold the ratio 1 of an
+    unchanged policy with a positive lower bound (beyond it, the clipped weight is 0 or negative)."""
+    if not 0 <= eps_low < 1:
+        raise ValueError(
+            f"{SETTINGS}.eps_low={eps_low}: the ratio's lower clip bound 1 - eps_low must lie in (0, 1], "
+            "so eps_low must be in [0, 1)"
+        )
+    if not eps_high >= 0:
+        raise ValueError(
+            f"{SETTINGS}.eps_high={eps_high}: the ratio's upper clip bound 1 + eps_high must be at least 1, "
+            "so eps_high must be >= 0"
+        )
+
+
+def check_positive_is_cap(is_cap: float) -> None:
+    """Refuse a truncation C of the training-inference IS weight that is not positive (log C is taken)."""
+    if not is_cap > 0:
+        raise ValueError(
+            f"{SETTINGS}.is_cap={is_cap}: the importance weight is truncated at is_cap, so is_cap must be > 0 "
+            "(the paper: 5)"
+        )

@@ -9,7 +9,7 @@ token loss by the number of response tokens in the mini-batch.
 import torch
 from torch import Tensor
 
-from stable_rl.objectives.base import LossInputs, LossOutput, Objective, per_token, token_count
+from stable_rl.objectives.base import LossInputs, LossOutput, Objective, check_clip_range, per_token, token_count
 
 
 def cispo_token_loss(
@@ -41,6 +41,7 @@ class CISPO(Objective):
 
     def __init__(self, eps_low: float = 0.2, eps_high: float = 0.27, std_normalize: bool = True) -> None:
         super().__init__(std_normalize=std_normalize)
+        check_clip_range(eps_low, eps_high)
         self.eps_low, self.eps_high = eps_low, eps_high
 
     def normalizer(self, response_mask: Tensor) -> Tensor:

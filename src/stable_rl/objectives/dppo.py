@@ -20,7 +20,14 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from stable_rl.objectives.base import LossInputs, LossOutput, Objective, per_token, sequence_count
+from stable_rl.objectives.base import (
+    LossInputs,
+    LossOutput,
+    Objective,
+    check_positive_is_cap,
+    per_token,
+    sequence_count,
+)
 from stable_rl.objectives.is_corrections import bounded_exp
 
 DEFAULT_DELTA = {"binary_tv": 0.15, "binary_kl": 0.05}
@@ -94,8 +101,9 @@ class DPPO(Objective):
         if anchor not in ("rollout", "old"):
             raise ValueError(f"DPPO anchor={anchor!r}: use 'rollout' (mu_old) or 'old' (pi_old)")
         self.delta = DEFAULT_DELTA[divergence] if delta is None else delta
-        if self.delta <= 0 or is_cap <= 0:
-            raise ValueError(f"DPPO delta={self.delta}, is_cap={is_cap}: both must be > 0")
+        if not self.delta > 0:
+            raise ValueError(f"DPPO delta={self.delta}: the trust region's radius must be > 0")
+        check_positive_is_cap(is_cap)
         self.divergence, self.is_cap, self.anchor = divergence, is_cap, anchor
 
     def normalizer(self, response_mask: Tensor) -> Tensor:

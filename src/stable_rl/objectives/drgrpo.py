@@ -14,7 +14,7 @@ clipped at 0.2 on both sides. Like GRPO, no training-inference IS correction.
 
 from torch import Tensor
 
-from stable_rl.objectives.base import LossInputs, LossOutput, Objective, sequence_count
+from stable_rl.objectives.base import LossInputs, LossOutput, Objective, check_clip_range, sequence_count
 from stable_rl.objectives.grpo import clipped_surrogate_loss
 
 
@@ -33,6 +33,7 @@ class DrGRPO(Objective):
                 f"DrGRPO max_response_tokens={max_response_tokens}: set it to the engine's max_new_tokens (>= 1)"
             )
         super().__init__(std_normalize=False)
+        check_clip_range(eps_low, eps_high)
         self.max_response_tokens = max_response_tokens
         self.eps_low, self.eps_high = eps_low, eps_high
 

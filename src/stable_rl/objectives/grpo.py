@@ -9,7 +9,15 @@ mini-batch (the caller divides the summed token loss by the number of responses)
 import torch
 from torch import Tensor
 
-from stable_rl.objectives.base import LossInputs, LossOutput, Objective, per_token, response_lengths, sequence_count
+from stable_rl.objectives.base import (
+    LossInputs,
+    LossOutput,
+    Objective,
+    check_clip_range,
+    per_token,
+    response_lengths,
+    sequence_count,
+)
 
 LOG_RATIO_BOUND = 20.0  # |log r_t| beyond this is clamped before exp (as verl does): e^88 overflows float32
 
@@ -56,6 +64,7 @@ class GRPO(Objective):
 
     def __init__(self, eps_low: float = 0.2, eps_high: float = 0.27, std_normalize: bool = True) -> None:
         super().__init__(std_normalize=std_normalize)
+        check_clip_range(eps_low, eps_high)
         self.eps_low, self.eps_high = eps_low, eps_high
 
     def normalizer(self, response_mask: Tensor) -> Tensor:

@@ -13,7 +13,15 @@ response's term.
 import torch
 from torch import Tensor
 
-from stable_rl.objectives.base import LossInputs, LossOutput, Objective, per_token, response_lengths, sequence_count
+from stable_rl.objectives.base import (
+    LossInputs,
+    LossOutput,
+    Objective,
+    check_clip_range,
+    per_token,
+    response_lengths,
+    sequence_count,
+)
 from stable_rl.objectives.grpo import LOG_RATIO_BOUND
 from stable_rl.objectives.is_corrections import sequence_log_weight
 
@@ -64,6 +72,7 @@ class GSPO(Objective):
         self, eps_low: float = 3e-4, eps_high: float = 4e-4, token_level: bool = False, std_normalize: bool = True
     ) -> None:
         super().__init__(std_normalize=std_normalize)
+        check_clip_range(eps_low, eps_high)
         self.eps_low, self.eps_high, self.token_level = eps_low, eps_high, token_level
 
     def normalizer(self, response_mask: Tensor) -> Tensor:

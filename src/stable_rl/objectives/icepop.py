@@ -11,7 +11,7 @@ advantages, as GRPO's; the caller divides by the number of response tokens (a ma
 
 from torch import Tensor
 
-from stable_rl.objectives.base import LossInputs, LossOutput, Objective, token_count
+from stable_rl.objectives.base import LossInputs, LossOutput, Objective, check_clip_range, token_count
 from stable_rl.objectives.grpo import clipped_surrogate_loss
 from stable_rl.objectives.is_corrections import bounded_exp, check_bounds, within
 
@@ -60,6 +60,7 @@ class IcePop(Objective):
     ) -> None:
         super().__init__(std_normalize=std_normalize)
         check_bounds("IcePop", alpha, beta, ("alpha", "beta"))
+        check_clip_range(eps_low, eps_high)
         self.alpha, self.beta, self.eps_low, self.eps_high = alpha, beta, eps_low, eps_high
 
     def normalizer(self, response_mask: Tensor) -> Tensor:

@@ -12,7 +12,7 @@ group-mean advantages, divided by the number of responses. A dropped token keeps
 
 from torch import Tensor
 
-from stable_rl.objectives.base import LossInputs, LossOutput, Objective, sequence_count
+from stable_rl.objectives.base import LossInputs, LossOutput, Objective, check_clip_range, sequence_count
 from stable_rl.objectives.is_corrections import (
     bounded_exp,
     check_bounds,
@@ -70,6 +70,7 @@ class MaskedIS(Objective):
         super().__init__(std_normalize=False)
         check_bounds("MaskedIS", lower, cap)
         check_is_cap("MaskedIS", cap, is_cap)
+        check_clip_range(eps_low, eps_high)
         self.cap, self.lower, self.eps_low, self.eps_high, self.clip = cap, lower, eps_low, eps_high, clip
         self.is_cap = is_cap
 

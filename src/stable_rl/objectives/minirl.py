@@ -14,7 +14,16 @@ import math
 import torch
 from torch import Tensor
 
-from stable_rl.objectives.base import LossInputs, LossOutput, Objective, per_token, response_lengths, sequence_count
+from stable_rl.objectives.base import (
+    LossInputs,
+    LossOutput,
+    Objective,
+    check_clip_range,
+    check_positive_is_cap,
+    per_token,
+    response_lengths,
+    sequence_count,
+)
 
 
 def decoupled_clip_mask(ratio: Tensor, advantages: Tensor, eps_low: float, eps_high: float) -> Tensor:
@@ -84,6 +93,8 @@ class MiniRL(Objective):
         train_infer_is: bool = True,
     ) -> None:
         super().__init__(std_normalize=False)
+        check_clip_range(eps_low, eps_high)
+        check_positive_is_cap(is_cap)
         self.is_cap = is_cap
         self.eps_low = eps_low
         self.eps_high = eps_high

@@ -17,7 +17,7 @@ from typing import Literal
 
 from torch import Tensor
 
-from stable_rl.objectives.base import LossInputs, LossOutput, Objective, sequence_count
+from stable_rl.objectives.base import LossInputs, LossOutput, Objective, check_clip_range, sequence_count
 from stable_rl.objectives.is_corrections import (
     bounded_exp,
     check_bounds,
@@ -92,6 +92,7 @@ class SequenceIS(Objective):
             raise ValueError(f"SequenceIS lower={lower} with mode 'truncate': a lower bound masks; use mode: mask")
         check_bounds("SequenceIS", lower, cap)
         check_is_cap("SequenceIS", cap, is_cap)
+        check_clip_range(eps_low, eps_high)
         self.mode, self.geometric, self.cap, self.lower = mode, geometric, cap, lower
         self.eps_low, self.eps_high, self.clip, self.is_cap = eps_low, eps_high, clip, is_cap
 
