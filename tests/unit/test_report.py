@@ -2,7 +2,7 @@
 
 import pytest
 
-from stable_rl.report import main, report
+from stable_rl.analysis.report import main, report
 
 HEADER = "epoch,step,train/reward,train/kl,val/heldout/avg@4\n"
 
