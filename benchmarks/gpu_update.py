@@ -29,7 +29,7 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen3MoeConfig
 
 from stable_rl.callbacks import RoutingReplay
-from stable_rl.logprobs import token_logprobs_and_entropy
+from stable_rl.policy.logprobs import token_logprobs_and_entropy
 from stable_rl.rl import PolicyModule
 from stable_rl.rollout import HFEngine, RolloutBatch
 from stable_rl.rollout.engine import Sample
@@ -230,7 +230,7 @@ def raw_forward_backward(model, parts: list[RolloutBatch], padding_mask: bool = 
     """What a plain HF training step computes: full logits, float32 log-softmax, the response tokens'
     log-probs summed, backward; no optimizer (stable-rl's timed update includes its gradient norm and AdamW
     step: ``gpu_moe_mfu.optimizer_seconds`` measures those apart). ``padding_mask=False``: the
-    causal mask alone (exact for right-padded rows, see ``stable_rl.logprobs.sequence_logprobs``)."""
+    causal mask alone (exact for right-padded rows, see ``stable_rl.policy.logprobs.sequence_logprobs``)."""
     for part in parts:
         mask = part.attention_mask if padding_mask else None
         logits = model(input_ids=part.input_ids, attention_mask=mask).logits  # [m, L, V]

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stable_rl.report import read_run
+from stable_rl.analysis.run_logs import read_run
 
 BASE = ["recipes/minirl.yaml", "recipes/paper/fp8.yaml", "recipes/paper/r3.yaml"]
 RUNGS = ["", "fp8_per_tensor", "e5m2", "fp4", "fp8_router", "fp8_kv"]  # "": fp8.yaml's per-channel e4m3
@@ -71,7 +71,7 @@ def run(steps: int, out: Path, gpu: bool = False) -> int:
     sweep names it). Returns the sweep's exit code."""
     save_dir = Path("runs/ladder_in_training")
     shutil.rmtree(save_dir, ignore_errors=True)
-    command = [sys.executable, "-m", "stable_rl.sweep", "--seeds", "0", "--save-dir", str(save_dir)]
+    command = [sys.executable, "-m", "stable_rl.cli.sweep", "--seeds", "0", "--save-dir", str(save_dir)]
     if gpu:  # all rungs at once on the one GPU
         command += ["--parallel", str(len(GPU_RUNGS)), "--per-gpu", str(len(GPU_RUNGS))]
     code = subprocess.run([*command, "--recipes", *recipes(gpu), "--", *fit_args(steps, gpu)]).returncode

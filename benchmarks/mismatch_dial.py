@@ -23,7 +23,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from stable_rl.data import MathVerifier, PromptTemplate, ReasoningGymPrompts
-from stable_rl.logprobs import sequence_logprobs
+from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.rollout import RolloutBatch, VLLMEngine
 
 

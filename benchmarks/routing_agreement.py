@@ -24,7 +24,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from stable_rl.data import PromptTemplate, ReasoningGymPrompts
-from stable_rl.logprobs import sequence_logprobs
+from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.rollout import HFEngine, RolloutBatch, VLLMEngine
 from stable_rl.routing import RouterHooks, routed_positions, routes_match
 

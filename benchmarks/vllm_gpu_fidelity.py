@@ -29,7 +29,7 @@ def measure(dtype: str, quantization: str | None) -> dict:
 
     from stable_rl.data import ReasoningGymPrompts
     from stable_rl.data.template import PromptTemplate
-    from stable_rl.logprobs import sequence_logprobs
+    from stable_rl.policy.logprobs import sequence_logprobs
     from stable_rl.rollout import RolloutBatch, VLLMEngine
     from stable_rl.routing import RouterHooks, routed_positions, routes_match
 

@@ -17,7 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from stable_rl.data import ReasoningGymPrompts
 from stable_rl.data.template import PromptTemplate
-from stable_rl.logprobs import sequence_logprobs
+from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.rollout import RolloutBatch, VLLMEngine
 from stable_rl.rollout.fp8 import use_fp8_kv_cache
 

@@ -4,7 +4,7 @@
     python data/make_smollm2_moe.py --out data/smollm2-135m-moe --experts 8 --top-k 2 --noise 0.01 --seed 0
 
 The MoE (692M parameters for 8 experts, about 214M active per token at top-2) keeps SmolLM2's
-tokenizer and chat template; ``stable_rl.upcycle`` says how it is made. At the end the script compares
+tokenizer and chat template; ``stable_rl.policy.upcycle`` says how it is made. At the end the script compares
 it with the dense model on a few prompts (largest |logit difference|, mean KL, argmax agreement): float32
 rounding for ``--noise 0``, the experts' perturbation otherwise. Deterministic for a seed; not committed (about
 2.8 GB in float32): every machine makes its own.
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from stable_rl.upcycle import upcycle
+from stable_rl.policy.upcycle import upcycle
 
 PROMPTS = ["What is 2 + 3?", "The capital of France is", "Work out 17 * 23 step by step."]
 

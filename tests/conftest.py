@@ -104,7 +104,7 @@ def upcycled_smollm2_path(smollm2_path, tmp_path_factory) -> str:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from stable_rl.upcycle import upcycle
+    from stable_rl.policy.upcycle import upcycle
 
     dense = AutoModelForCausalLM.from_pretrained(smollm2_path, dtype=torch.float32)
     dense.model.layers, dense.config.num_hidden_layers = dense.model.layers[:2], 2

@@ -29,7 +29,7 @@ class TrainedPolicy(Protocol):
 
     policy: nn.Module
     step_metrics: StepMetrics
-    packed_sequences: bool  # forwards run on packed rows (``stable_rl.packing``)
+    packed_sequences: bool  # forwards run on packed rows (``stable_rl.policy.packing``)
 
     def batch_logprobs(self, batch, entropy: bool = True) -> tuple[Tensor, Tensor | None]: ...
 

@@ -19,7 +19,7 @@ from stable_rl.compat.lightning import (
 class FSDP2Strategy(ModelParallelStrategy):
     """Every process is a data-parallel one (``data_parallel_size`` = devices x nodes, no tensor
     parallelism): the policy's weights, gradients and optimizer state are sharded over all of them with
-    FSDP2 (``stable_rl.sharding``); each process rolls out its share of the prompts (with its own engine,
+    FSDP2 (``stable_rl.policy.sharding``); each process rolls out its share of the prompts (with its own engine,
     or one shared by the processes of a tensor-parallel vLLM group).
 
     Args:

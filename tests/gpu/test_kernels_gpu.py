@@ -13,7 +13,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from stable_rl.kernels import LIGER, compile_decoder_layers, register_liger_experts, use_liger_norms
-from stable_rl.logprobs import sequence_logprobs
+from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.routing import RouterHooks, routed_positions
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]

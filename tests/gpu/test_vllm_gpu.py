@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from stable_rl.data.template import PromptTemplate
-from stable_rl.logprobs import sequence_logprobs
+from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.rollout import RolloutBatch, Sampling, VLLMEngine
 from stable_rl.rollout.vllm_compat import PER_CHANNEL_FP8, VLLMPlatform
 from stable_rl.routing import RouterHooks, routed_positions, routes_match

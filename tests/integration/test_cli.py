@@ -303,8 +303,8 @@ def test_bad_config_is_rejected_with_its_name(override, message, capsys):
 
 def test_sweep_then_report(tmp_path):
     """Two seeds of the quickstart, tiny, run by stable-rl-sweep; stable-rl-report compares them."""
-    from stable_rl.report import report
-    from stable_rl.sweep import main as sweep
+    from stable_rl.analysis.report import report
+    from stable_rl.cli.sweep import main as sweep
 
     tiny = [a for a in SMALL if "limit_val_batches" not in a] + [
         "--trainer.max_steps=2",

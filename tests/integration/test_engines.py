@@ -9,7 +9,7 @@ import torch
 
 from stable_rl.callbacks.routing_replay import check_alignment
 from stable_rl.data.template import PromptTemplate
-from stable_rl.logprobs import sequence_logprobs
+from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.rollout import HFEngine, RolloutBatch, Sampling, VLLMEngine
 from stable_rl.rollout.vllm_compat import cpu_runs_fp8_kv_cache
 from stable_rl.routing import RouterHooks, routed_positions, routes_match

@@ -1,7 +1,7 @@
-"""The first sign of collapse a run raised, and the report's table of them (``stable_rl.collapse_signs``)."""
+"""The first sign of collapse a run raised, and the report's table of them (``stable_rl.analysis.collapse_signs``)."""
 
-from stable_rl.collapse_signs import first_sign, signs_table
-from stable_rl.report import report
+from stable_rl.analysis.collapse_signs import first_sign, signs_table
+from stable_rl.analysis.report import report
 
 
 def test_the_first_sign_is_the_earliest_step_of_any_sign():

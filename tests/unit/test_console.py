@@ -11,8 +11,9 @@ import lightning as L
 from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from lightning.pytorch.demos.boring_classes import BoringModel
 
+from stable_rl import StableRLWarning
 from stable_rl.callbacks.progress_bar import StepProgressBar, replace_default_bar
-from stable_rl.console_log import LOG_DIR, ConsoleLog, StableRLWarning, log_target
+from stable_rl.cli.console_log import LOG_DIR, ConsoleLog, log_target
 
 
 def test_the_log_takes_every_stream_and_the_terminal_keeps_stable_rls_warnings(tmp_path, capfd):

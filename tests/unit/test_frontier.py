@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from stable_rl.frontier import Outcome, outcome, separated, verdict
-from stable_rl.report import main
+from stable_rl.analysis.frontier import Outcome, outcome, separated, verdict
+from stable_rl.analysis.report import main
 
 HEADER = (
     "epoch,step,lr-AdamW,train/reward,train/instability,train/instability/reward_collapse,train/instability/kl_spike\n"

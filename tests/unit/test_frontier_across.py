@@ -3,7 +3,7 @@
 import pytest
 from test_frontier import ramp, write_run
 
-from stable_rl.frontier_across import main
+from stable_rl.analysis.frontier_across import main
 
 
 def waves(root):

@@ -1,4 +1,4 @@
-"""First-order health metrics on hand-made log-probs (stable_rl.health) and their per-step aggregation."""
+"""First-order health metrics on hand-made log-probs (stable_rl.rl.health) and their per-step aggregation."""
 
 import math
 
@@ -6,14 +6,14 @@ import pytest
 import torch
 from test_module import fixed_batch, frozen_policy, train_on
 
-from stable_rl.health import (
+from stable_rl.metrics import StepMetrics
+from stable_rl.rl.health import (
     gradient_share,
     health_metrics,
     sequence_linearisation_gap,
     sequence_train_infer_gap,
     token_log_ratios,
 )
-from stable_rl.metrics import StepMetrics
 
 LN2 = math.log(2)
 

@@ -1,4 +1,4 @@
-"""The held-out change rule (``stable_rl.heldout_change``) on hand-worked numbers, and its table in
+"""The held-out change rule (``stable_rl.analysis.heldout_change``) on hand-worked numbers, and its table in
 stable-rl-report."""
 
 import math
@@ -6,8 +6,8 @@ import math
 import pytest
 from test_report import write_run
 
-from stable_rl.heldout_change import HeldoutChange, heldout_band, heldout_changes
-from stable_rl.report import report
+from stable_rl.analysis.heldout_change import HeldoutChange, heldout_band, heldout_changes
+from stable_rl.analysis.report import report
 
 
 @pytest.mark.parametrize(

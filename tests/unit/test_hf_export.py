@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from stable_rl.callbacks import HFExport
-from stable_rl.hf_policy import HFPolicyModule
+from stable_rl.policy.module import HFPolicyModule
 
 WRITER = SimpleNamespace(global_rank=0)
 

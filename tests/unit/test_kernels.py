@@ -21,7 +21,7 @@ from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeExperts, Qw
 
 from stable_rl.callbacks import RoutingReplay
 from stable_rl.kernels import compile_decoder_layers, use_liger_norms
-from stable_rl.logprobs import sequence_logprobs
+from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.rl import PolicyModule
 from stable_rl.routing import routed_positions
 
@@ -72,7 +72,7 @@ def test_the_head_is_compiled_by_default_on_gpus_only(tiny_model_path, monkeypat
     the tensors' device when the log-probs are taken), not on CPU; True or False decide everywhere."""
     asked = []
     monkeypatch.setattr(
-        "stable_rl.hf_policy.sequence_logprobs", lambda *args: asked.append(args[7]) or (torch.zeros(1), None)
+        "stable_rl.policy.module.sequence_logprobs", lambda *args: asked.append(args[7]) or (torch.zeros(1), None)
     )
     batch = fixed_batch(vocab=2048)
     args = (batch.input_ids, batch.attention_mask, batch.response_mask)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from stable_rl.logprobs import _chunk_logits_grad_, _logits_grad, sequence_logprobs, token_logprobs_and_entropy
+from stable_rl.policy.logprobs import _chunk_logits_grad_, _logits_grad, sequence_logprobs, token_logprobs_and_entropy
 
 
 @pytest.mark.parametrize("keep_grad", [False, True])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stable_rl.model_dir import check_model_dir, checked_tokenizer
+from stable_rl.policy.model_dir import check_model_dir, checked_tokenizer
 from stable_rl.rl import PolicyModule
 
 

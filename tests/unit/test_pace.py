@@ -1,9 +1,9 @@
-"""Each run's pace (stable_rl.pace) on hand-worked numbers, and its table in stable-rl-report."""
+"""Each run's pace (stable_rl.analysis.pace) on hand-worked numbers, and its table in stable-rl-report."""
 
 import math
 
-from stable_rl.pace import pace_row, pace_table
-from stable_rl.report import report
+from stable_rl.analysis.pace import pace_row, pace_table
+from stable_rl.analysis.report import report
 
 
 def test_median_range_and_count_per_phase():

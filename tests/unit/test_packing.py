@@ -1,4 +1,4 @@
-"""Packed sequences (``stable_rl.packing``, ``packed_sequences``): the real tokens of a batch as one row with
+"""Packed sequences (``stable_rl.policy.packing``, ``packed_sequences``): the real tokens of a batch as one row with
 restarting positions give the padded batch's log-probs, entropies and gradients, and Routing Replay records
 and replays the same routes on them."""
 
@@ -10,9 +10,9 @@ from test_kernels import replayed_run
 from test_module import fixed_batch
 from transformers import AutoModelForCausalLM
 
-from stable_rl.hf_policy import HFPolicyModule
-from stable_rl.logprobs import sequence_logprobs
-from stable_rl.packing import pack, unpack
+from stable_rl.policy.logprobs import sequence_logprobs
+from stable_rl.policy.module import HFPolicyModule
+from stable_rl.policy.packing import pack, unpack
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`"),

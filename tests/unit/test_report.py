@@ -1,10 +1,12 @@
 """stable-rl-report on small synthetic CSV logs: the figures per family and the peak/final table."""
 
 import gzip
+import lzma
 
 import pytest
 
-from stable_rl.report import main, read_run, report
+from stable_rl.analysis.report import main, report
+from stable_rl.analysis.run_logs import read_run
 
 HEADER = "epoch,step,train/reward,train/kl,val/heldout/avg@4\n"
 
@@ -33,14 +35,18 @@ def test_report_writes_figures_and_the_peak_final_table(tmp_path):
 
 
 def test_a_compressed_log_reads_as_the_csv_it_holds(tmp_path):
-    """A committed log kept as ``metrics.csv.gz`` gives the same series as its ``metrics.csv``; where both are
-    there, the plain file is read."""
+    """A committed log kept as ``metrics.csv.gz`` or ``metrics.csv.xz`` gives the same series as its
+    ``metrics.csv``; where both are there, the plain file is read."""
     plain = write_run(tmp_path, "plain", ["0,0,0.5,0.001,\n", "0,0,,,0.40\n", "0,1,0.7,0.002,\n"])
     packed = tmp_path / "packed" / "version_0"
     packed.mkdir(parents=True)
     (packed / "metrics.csv.gz").write_bytes(gzip.compress((plain / "metrics.csv").read_bytes()))
+    xz = tmp_path / "xz" / "version_0"
+    xz.mkdir(parents=True)
+    (xz / "metrics.csv.xz").write_bytes(lzma.compress((plain / "metrics.csv").read_bytes()))
     assert (
         read_run(packed)
+        == read_run(xz)
         == read_run(plain)
         == {
             "train/reward": [(0, 0.5), (1, 0.7)],

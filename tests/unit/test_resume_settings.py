@@ -6,7 +6,7 @@ import torch
 from test_module import fixed_batch, train_on
 
 from stable_rl.objectives import MiniRL
-from stable_rl.resume_settings import apply_configured_optimizer, apply_to_live_optimizer, configured_optimizer
+from stable_rl.policy.resume_settings import apply_configured_optimizer, apply_to_live_optimizer, configured_optimizer
 from stable_rl.rl import PolicyModule
 
 GAMMA = 2 ** (1 / 20)

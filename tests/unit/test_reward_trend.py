@@ -1,4 +1,4 @@
-"""The training reward's least-squares trend (stable_rl.reward_trend) on hand-worked numbers, and its table in
+"""The training reward's least-squares trend (stable_rl.analysis.reward_trend) on hand-worked numbers, and its table in
 stable-rl-report."""
 
 import math
@@ -6,8 +6,8 @@ import math
 import pytest
 from test_report import write_run
 
-from stable_rl.report import report
-from stable_rl.reward_trend import reward_trend
+from stable_rl.analysis.report import report
+from stable_rl.analysis.reward_trend import reward_trend
 
 
 def test_slope_and_standard_error_by_hand():

@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM
 from stable_rl.callbacks import HFExport
 from stable_rl.data import ReasoningGymPrompts
 from stable_rl.data.solutions import worked_solution
-from stable_rl.hf_policy import HFPolicyModule
+from stable_rl.policy.module import HFPolicyModule
 from stable_rl.sft import SFTDataModule, SFTModule, TokenBatch
 
 

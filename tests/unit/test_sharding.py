@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from stable_rl.checkpoint_io import _exchange, replace_directory
+from stable_rl.policy.sharding import shard
 from stable_rl.rl import PolicyModule
 from stable_rl.rollout import HFEngine
-from stable_rl.sharding import shard
 
 
 class Mesh(SimpleNamespace):

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from stable_rl.sweep import main, plan
+from stable_rl.cli.sweep import main, plan
 
 
 def test_plan_is_every_recipe_stack_with_every_seed():
@@ -69,7 +69,7 @@ def test_parallel_runs_go_to_the_least_loaded_gpu(monkeypatch, parallel, per_gpu
     import threading
     import time
 
-    from stable_rl import sweep
+    from stable_rl.cli import sweep
 
     first_wave = min(parallel or 8, 2 * per_gpu)
     barrier = threading.Barrier(first_wave, timeout=10)
@@ -106,7 +106,7 @@ def test_parallel_runs_on_cpu_get_disjoint_cores(monkeypatch):
     import threading
     import time
 
-    from stable_rl import sweep
+    from stable_rl.cli import sweep
 
     running: dict[str, set[int]] = {}
     shared, pinned = [], []
@@ -138,7 +138,7 @@ def test_without_gpus_and_parallel_the_runs_go_one_at_a_time(monkeypatch):
     import threading
     import time
 
-    from stable_rl import sweep
+    from stable_rl.cli import sweep
 
     running, most, pinned = [0], [0], []
     lock = threading.Lock()

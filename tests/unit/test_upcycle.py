@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from stable_rl.policy.upcycle import upcycle
 from stable_rl.routing import RouterHooks, moe_layer_indices
-from stable_rl.upcycle import upcycle
 
 PROMPTS = ["What is 2 + 3?", "The capital of France is", "Work out 17 * 23 step by step."]
 LAYERS = 4

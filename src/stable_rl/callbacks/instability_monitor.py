@@ -7,7 +7,7 @@ from pathlib import Path
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_warn
 
-from stable_rl.console_log import StableRLWarning
+from stable_rl import StableRLWarning
 
 HISTORY = ("entropy", "kl_k3", "reward", "skipped_updates")  # train/<name> series the signs are judged on
 

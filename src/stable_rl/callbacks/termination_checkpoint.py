@@ -7,7 +7,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from stable_rl.console_log import StableRLWarning
+from stable_rl import StableRLWarning
 
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a terminated process
 

@@ -25,8 +25,8 @@ from stable_rl.data.prompts import Problem, PromptSource
 from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
 from stable_rl.interfaces import policy_weights
-from stable_rl.model_dir import checked_tokenizer
 from stable_rl.padding import pad_id
+from stable_rl.policy.model_dir import checked_tokenizer
 from stable_rl.rollout import EvalBatch, RolloutBatch, RolloutEngine, Sampling
 from stable_rl.timing import timed
 

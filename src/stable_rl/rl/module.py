@@ -33,11 +33,11 @@ from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.checkpoint_io import check_writable
 from stable_rl.compat.lightning import attached_trainer, count_skipped_optimizer_step
 from stable_rl.dtypes import Dtype
-from stable_rl.health import PARTS, gradient_share, health_metrics, sequence_train_infer_gap
-from stable_rl.hf_policy import HFPolicyModule
 from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_kl
 from stable_rl.objectives import LossInputs, MiniRL, Objective
-from stable_rl.resume_settings import describe
+from stable_rl.policy.module import HFPolicyModule
+from stable_rl.policy.resume_settings import describe
+from stable_rl.rl.health import PARTS, gradient_share, health_metrics, sequence_train_infer_gap
 from stable_rl.rollout import EvalBatch, RolloutBatch
 from stable_rl.timing import timed
 
@@ -88,7 +88,7 @@ class PolicyModule(HFPolicyModule):
         packed_sequences: see ``HFPolicyModule``.
         keep_head_grad: see ``HFPolicyModule``.
         health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
-            |log(pi_theta/mu_old)| exceeds this (``stable_rl.health``).
+            |log(pi_theta/mu_old)| exceeds this (``stable_rl.rl.health``).
         max_nonfinite_updates: an update whose loss or gradient is NaN/inf is skipped (no weight or
             optimizer change, counted in ``train/skipped_updates``; the step counter still advances, so
             schedules stay aligned); this many in a row stop the run at the end of the global step with
@@ -399,7 +399,7 @@ class PolicyModule(HFPolicyModule):
         )
 
     def _log_health(self, logprobs: Tensor, old_logprobs: Tensor, part: RolloutBatch) -> None:
-        """First-order health of the surrogate on one micro-batch (``stable_rl.health``); each part's |log-ratio|
+        """First-order health of the surrogate on one micro-batch (``stable_rl.rl.health``); each part's |log-ratio|
         also as a mean weighted by the tokens' gradient share (``health/<part>_abs_by_gradient``), and the
         per-response training-inference gap's median and 90th percentile (``health/seq_train_infer_abs_p50``, ``_p90``)."""
         mask = part.response_mask

@@ -8,8 +8,8 @@ from torch import Tensor
 from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedModel
 
 from stable_rl.dtypes import Dtype
-from stable_rl.logprobs import sequence_logprobs
 from stable_rl.padding import pad_id, right_pad
+from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.rollout.engine import RolloutEngine, Sample, Sampling
 from stable_rl.rollout.fp8 import quantize_linear_inputs, quantize_weights_, use_fp8_kv_cache
 from stable_rl.rollout.low_precision import FORMATS

@@ -4,7 +4,7 @@ Routes are ``[M, L, layers, k]`` integer tensors, position-aligned with ``input_
 ``routes[i, t, l]`` are the top-k experts layer l's router gave token ``input_ids[i, t]``; -1 marks
 a position without a route (padding, and the last sampled token, which is never fed to the model).
 Hooks exist only inside ``record``/``replay`` and act on this model's router instances alone. With
-``packed=True`` the forward inside runs on the batch's real tokens as one packed row (``stable_rl.packing``):
+``packed=True`` the forward inside runs on the batch's real tokens as one packed row (``stable_rl.policy.packing``):
 routes are still given and kept position-aligned with the padded batch (-1 at padding).
 """
 
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from stable_rl.packing import unpack
+from stable_rl.policy.packing import unpack
 from stable_rl.routing.families import moe_routers
 
 ROUTE_DTYPE = torch.int16  # compact: up to 32,767 experts

@@ -11,8 +11,8 @@ from torch.utils.data import DataLoader
 from stable_rl.data.prompts import ReasoningGymPrompts
 from stable_rl.data.solutions import worked_solution
 from stable_rl.data.template import PromptTemplate
-from stable_rl.model_dir import checked_tokenizer
 from stable_rl.padding import pad_id, right_pad
+from stable_rl.policy.model_dir import checked_tokenizer
 
 
 @dataclass

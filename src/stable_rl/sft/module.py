@@ -1,6 +1,6 @@
 """SFTModule: the cold start, maximum likelihood of worked solutions (token mean over responses)."""
 
-from stable_rl.hf_policy import HFPolicyModule
+from stable_rl.policy.module import HFPolicyModule
 from stable_rl.sft.datamodule import TokenBatch
 
 

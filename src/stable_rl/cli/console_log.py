@@ -11,14 +11,12 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from stable_rl import StableRLWarning
+
 VERBOSE = "STABLE_RL_VERBOSE"
 LOG_DIR = "STABLE_RL_CONSOLE_LOG_DIR"  # rank 0's log directory, inherited by the processes Lightning starts
 LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric")
 VLLM_CONFIGURE = "VLLM_CONFIGURE_LOGGING"
-
-
-class StableRLWarning(UserWarning):
-    """A warning for the person watching the run (collapse signs, ...): on the terminal as well as in the log."""
 
 
 class ConsoleLog:

@@ -5,7 +5,7 @@ Where a run makes at most one pass over its prompt pool (the long task's fixed-r
 of a 2,048-problem pool), every step's prompts are new to the policy, so its training reward is a fresh
 estimate of the policy's reward at that step, from G samples of each prompt, and the slope uses all of them.
 The standard error is the ordinary least-squares one (steps independent given the trend); a description, not
-a verdict: the rule fixed before the runs is the held-out one (``stable_rl.heldout_change``)."""
+a verdict: the rule fixed before the runs is the held-out one (``stable_rl.analysis.heldout_change``)."""
 
 import math
 from dataclasses import dataclass

@@ -15,11 +15,11 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from stable_rl.callbacks.progress_bar import replace_default_bar
 from stable_rl.callbacks.termination_checkpoint import EXIT_TERMINATED, TerminationCheckpoint
-from stable_rl.cli_help import StableRLArgumentParser
+from stable_rl.cli.config_syntax import config_files, syntax_error
+from stable_rl.cli.console_log import ConsoleLog, log_target, quiet_lightning_info, wanted
+from stable_rl.cli.help import StableRLArgumentParser
+from stable_rl.cli.renamed_settings import renamed_setting
 from stable_rl.compat.lightning import SHARDED_CHECKPOINT_METADATA
-from stable_rl.config_syntax import config_files, syntax_error
-from stable_rl.console_log import ConsoleLog, log_target, quiet_lightning_info, wanted
-from stable_rl.renamed_settings import renamed_setting
 
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
 # one after the update: exactly what a resumed run needs (step k's weights with global_step k).
@@ -45,7 +45,7 @@ class StableRLCLI(LightningCLI):
         (``RolloutDataModule`` plans its batches with them; SFT's data module takes the model directory)."""
         for name in ("model_path", "mini_batch_size", "micro_batch_size"):
             parser.link_arguments(f"model.init_args.{name}", f"data.init_args.{name}")
-        parser.with_components = True  # its --help lists stable-rl's settings too (``stable_rl.cli_help``)
+        parser.with_components = True  # its --help lists stable-rl's settings too (``stable_rl.cli.help``)
 
     def parse_arguments(self, parser, args) -> None:
         if args is None or isinstance(args, list):
@@ -139,7 +139,7 @@ def check_checkpoint_file(ckpt_path: str | None) -> None:
 
 def main(args: list[str] | None = None, run: bool = True, console_log: ConsoleLog | None = None) -> LightningCLI:
     """Run the CLI; ``args`` replaces ``sys.argv[1:]``; ``run=False`` only builds the objects; ``console_log``
-    takes the lines not meant for the terminal (``stable_rl.console_log``)."""
+    takes the lines not meant for the terminal (``stable_rl.cli.console_log``)."""
     return StableRLCLI(
         LightningModule,
         LightningDataModule,
@@ -170,7 +170,3 @@ def console() -> None:
         if log is not None and log.active:
             log.stop()  # before an error's traceback is printed
             print(f"log: {log.path}")
-
-
-if __name__ == "__main__":
-    console()

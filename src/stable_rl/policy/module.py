@@ -15,11 +15,11 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 from stable_rl.compat.lightning import attached_trainer
 from stable_rl.dtypes import Dtype
 from stable_rl.kernels import LIGER, compile_decoder_layers, register_liger_experts, use_liger_norms
-from stable_rl.logprobs import sequence_logprobs
-from stable_rl.model_dir import check_model_dir
-from stable_rl.resume_settings import apply_to_live_optimizer, check_optimizer_class, configured_optimizer
+from stable_rl.policy.logprobs import sequence_logprobs
+from stable_rl.policy.model_dir import check_model_dir
+from stable_rl.policy.resume_settings import apply_to_live_optimizer, check_optimizer_class, configured_optimizer
+from stable_rl.policy.sharding import is_sharded, shard
 from stable_rl.rng import rng_states, set_rng_states
-from stable_rl.sharding import is_sharded, shard
 
 PACKING_ATTENTION = ("flex_attention", "flash_attention_2", "flash_attention_3", "flash_attention_4")
 
@@ -27,7 +27,7 @@ PACKING_ATTENTION = ("flex_attention", "flash_attention_2", "flash_attention_3",
 class HFPolicyModule(L.LightningModule):
     """Holds ``policy``, any HF causal LM (dense or MoE), loaded from ``model_path``; its ``forward`` gives
     the log-probs of given tokens. Under Lightning's ``ModelParallelStrategy`` the policy is sharded with
-    FSDP2 (``stable_rl.sharding``).
+    FSDP2 (``stable_rl.policy.sharding``).
 
     Args:
         model_path: HF model directory (weights, config, tokenizer), e.g. ``data/tiny-qwen3-moe``.
@@ -44,19 +44,19 @@ class HFPolicyModule(L.LightningModule):
         compile_layers: ``torch.compile`` each decoder layer's attention, norms and experts in place, the
             MoE routers left eager for Routing Replay's hooks (``stable_rl.kernels.compile``).
         compile_logprobs: the log-prob head's softmax arithmetic of each chunk runs as compiled kernels
-            (one read of the float32 logits instead of one per operation; ``stable_rl.logprobs``). None: on
+            (one read of the float32 logits instead of one per operation; ``stable_rl.policy.logprobs``). None: on
             GPUs (the training phase 6.43 -> 5.30 s a step between two GPU TRL comparisons, benchmarks/RESULTS.md),
             off on CPU.
         padding_mask: False: the decoder runs without the padding mask, under its causal mask alone, which
             is exact for right-padded rows (as every stable-rl batch is) and lets SDPA use FlashAttention.
         packed_sequences: every forward runs on the real tokens of its rows alone, packed into one row whose
-            positions restart at each sequence (``stable_rl.packing``): no padding position is computed, the
+            positions restart at each sequence (``stable_rl.policy.packing``): no padding position is computed, the
             log-probs are the padded batch's. Pair it with ``attn_implementation: flex_attention`` or
             ``flash_attention_2``, which skip attention across sequences; SDPA and eager compute the whole
             pack's square under a block-diagonal mask.
         keep_head_grad: the head's forward keeps d log p / d logits of each response token ([tokens, vocab]
             in the model's dtype, per micro-batch until its backward) so the backward does not recompute the
-            logits: one of the head's three matmuls less, for memory (``stable_rl.logprobs``).
+            logits: one of the head's three matmuls less, for memory (``stable_rl.policy.logprobs``).
         gradient_checkpointing: keep only each decoder layer's input for the backward and recompute the
             rest there (long responses: activations of every layer would not fit); Routing Replay replays
             the same routes in the recompute.

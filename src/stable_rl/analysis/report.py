@@ -1,36 +1,37 @@
 """Compare finished runs from their Lightning CSV logs: one figure per metric family, runs side by side,
 and a markdown table of each metric's peak and final value per run, and each held-out reward's change from
-the first validation to the last with its verdict (``stable_rl.heldout_change``), each run's first sign of
-collapse (``stable_rl.collapse_signs``) and its pace (``stable_rl.pace``).
+the first validation to the last with its verdict (``stable_rl.analysis.heldout_change``), each run's first sign of
+collapse (``stable_rl.analysis.collapse_signs``) and its pace (``stable_rl.analysis.pace``).
 
     stable-rl-report runs/minirl/version_0 runs/minirl_no_is/version_0 --out runs/report
 
 With ``--frontier`` the runs are learning-rate-ramp runs and the report is their stability frontier
-(``stable_rl.frontier``); ``--pair unstable:stable`` judges a pair of variants by the decision rule.
+(``stable_rl.analysis.frontier``); ``--pair unstable:stable`` judges a pair of variants by the decision rule.
 """
 
 import argparse
-import csv
-import gzip
 import math
 from fnmatch import fnmatch
 from pathlib import Path
 
-from stable_rl.collapse_signs import EXPLAINED, signs_table
-from stable_rl.heldout_change import HELDOUT, changes_table, heldout_band, heldout_changes, not_judged
-from stable_rl.pace import pace_table
-from stable_rl.reward_trend import reward_trend, trend_table
+from stable_rl.analysis.collapse_signs import EXPLAINED, signs_table
+from stable_rl.analysis.figures import plot_family
+from stable_rl.analysis.frontier import frontier_report
+from stable_rl.analysis.heldout_change import HELDOUT, changes_table, heldout_changes, not_judged
+from stable_rl.analysis.pace import pace_table
+from stable_rl.analysis.reward_trend import reward_trend, trend_table
+from stable_rl.analysis.run_logs import read_run, run_labels
 
 RULE = (
     "A run learned (or got worse) where its held-out reward changed by at least the margin: two standard errors "
-    "of the difference, bounded over problems (`stable_rl.heldout_change`); otherwise no change."
+    "of the difference, bounded over problems (`stable_rl.analysis.heldout_change`); otherwise no change."
 )
 TREND = (
-    "The least-squares slope of `train/reward` per global step and its standard error (`stable_rl.reward_trend`): "
+    "The least-squares slope of `train/reward` per global step and its standard error (`stable_rl.analysis.reward_trend`): "
     "where a run makes at most one pass over its prompts, each step's reward is a fresh estimate; a description, "
     "not a verdict."
 )
-PACE = "Seconds per global step (`stable_rl.pace`), on whatever shared the machine."
+PACE = "Seconds per global step (`stable_rl.analysis.pace`), on whatever shared the machine."
 FAMILIES = {  # figure name -> metric patterns
     "reward": ["train/reward"],
     "heldout": [HELDOUT],  # shaded +- 2 bounded standard errors where the problem count is logged
@@ -41,61 +42,9 @@ FAMILIES = {  # figure name -> metric patterns
 }
 
 
-def read_run(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    """metric -> [(step, value)] from ``run_dir/metrics.csv`` (a CSVLogger version directory), or from
-    ``metrics.csv.gz`` where only that is there (a committed log, compressed)."""
-    path = run_dir / "metrics.csv"
-    if not path.is_file() and (run_dir / "metrics.csv.gz").is_file():
-        path = run_dir / "metrics.csv.gz"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: pass CSVLogger version directories (runs/<name>/version_<n>)")
-    series: dict[str, list[tuple[int, float]]] = {}
-    with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as f:
-        for row in csv.DictReader(f):
-            for name, value in row.items():
-                if name not in ("step", "epoch") and value not in ("", None):
-                    series.setdefault(name, []).append((int(float(row["step"])), float(value)))
-    return series
-
-
-def run_labels(run_dirs: list[Path]) -> list[str]:
-    """``<experiment>/<version>`` per CSVLogger directory; the whole path where that is ambiguous."""
-    short = [f"{d.parent.name}/{d.name}" for d in run_dirs]
-    return [s if short.count(s) == 1 else str(d) for s, d in zip(short, run_dirs, strict=True)]
-
-
 def family_metrics(runs: dict[str, dict], patterns: list[str]) -> list[str]:
     names = {name for series in runs.values() for name in series}
     return sorted(n for n in names if any(fnmatch(n, p) for p in patterns))
-
-
-def plot_family(runs: dict[str, dict], metrics: list[str], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    cols = min(len(metrics), 3)
-    rows = math.ceil(len(metrics) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.4 * rows), squeeze=False)
-    for ax, metric in zip(axes.flat, metrics, strict=False):
-        for label, series in runs.items():
-            if metric in series:
-                steps, values = zip(*series[metric], strict=True)
-                line = ax.plot(steps, values, label=label, marker="o" if len(steps) < 30 else None, markersize=3)
-                band = heldout_band(series, metric) if fnmatch(metric, HELDOUT) else []
-                if band:  # +- 2 bounded standard errors: the verdict's margin is sqrt(2) times this half-width
-                    band_steps, low, high = zip(*band, strict=True)
-                    ax.fill_between(band_steps, low, high, color=line[0].get_color(), alpha=0.12, linewidth=0)
-        ax.set_title(metric)
-        ax.set_xlabel("global step (logger step: one rollout batch, N updates)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(metrics) :]:
-        ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def table(runs: dict[str, dict], metrics: list[str]) -> str:
@@ -155,8 +104,6 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.frontier:
-        from stable_rl.frontier import frontier_report
-
         pairs = [tuple(pair.split(":", 1)) for pair in args.pair]
         if bad := [pair for pair in pairs if len(pair) != 2]:
             parser.error(f"--pair takes UNSTABLE:STABLE variant names, got {bad}")

@@ -5,7 +5,7 @@ Each wave is one folder of frontier runs (``<variant>-s<seed>/version_0``) at on
 in each wave (``-`` where the wave lacks it). Writes ``across.png`` (collapse rate against N, one dot per seed,
 the medians joined per arm) and ``across.md`` (the medians, seeds with an outcome in brackets):
 
-    python3 -m stable_rl.frontier_across --out experiments/frontier/across \\
+    python3 -m stable_rl.analysis.frontier_across --out experiments/frontier/across \\
         --wave 1 experiments/frontier/onpolicy/logs --wave 8 experiments/frontier/n8/logs \\
         --arm "clip + R3" r3 r3+n8 --arm control exact exact+n8
 """
@@ -14,7 +14,7 @@ import argparse
 import math
 from pathlib import Path
 
-from stable_rl.frontier import Outcome, by_variant, collapsed_mostly, median_lr, outcome
+from stable_rl.analysis.frontier import Outcome, by_variant, collapsed_mostly, median_lr, outcome
 
 ABSENT = "-"
 

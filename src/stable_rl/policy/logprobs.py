@@ -18,8 +18,8 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedModel
 
-from stable_rl.packing import pack, unpack
 from stable_rl.padding import check_right_padded
+from stable_rl.policy.packing import pack, unpack
 
 
 def _logits(hidden: Tensor, weight: Tensor, temperature: float) -> Tensor:
@@ -181,7 +181,7 @@ def sequence_logprobs(
     FlashAttention kernel instead of the masked one.
 
     ``packed=True`` (right-padded rows) runs the decoder on the real tokens alone, as one packed row
-    (``stable_rl.packing``): the same log-probs, without computing any padding position.
+    (``stable_rl.policy.packing``): the same log-probs, without computing any padding position.
     """
     decoder = model.get_decoder()
     if packed:

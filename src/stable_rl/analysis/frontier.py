@@ -19,8 +19,9 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from stable_rl.collapse_signs import first_sign, last_logged_step
-from stable_rl.report import plot_family, read_run
+from stable_rl.analysis.collapse_signs import first_sign, last_logged_step
+from stable_rl.analysis.figures import plot_family
+from stable_rl.analysis.run_logs import read_run
 
 ALIGNED = ("train/reward", "train/entropy", "train/kl_k3", "train/health/train_infer_abs", "train/grad_norm")
 

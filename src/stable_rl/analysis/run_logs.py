@@ -1,0 +1,31 @@
+"""The log reader of finished runs: each run's metrics from its Lightning CSV log, and the runs' labels."""
+
+import csv
+import gzip
+import lzma
+from pathlib import Path
+
+
+COMPRESSED = {".gz": gzip.open, ".xz": lzma.open}  # committed logs are kept compressed
+
+
+def read_run(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """metric -> [(step, value)] from ``run_dir/metrics.csv`` (a CSVLogger version directory), or from
+    ``metrics.csv.gz`` or ``metrics.csv.xz`` where only that is there (a committed log, compressed)."""
+    candidates = [run_dir / "metrics.csv", *(run_dir / f"metrics.csv{suffix}" for suffix in COMPRESSED)]
+    path = next((c for c in candidates if c.is_file()), candidates[0])
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: pass CSVLogger version directories (runs/<name>/version_<n>)")
+    series: dict[str, list[tuple[int, float]]] = {}
+    with COMPRESSED.get(path.suffix, open)(path, "rt") as f:
+        for row in csv.DictReader(f):
+            for name, value in row.items():
+                if name not in ("step", "epoch") and value not in ("", None):
+                    series.setdefault(name, []).append((int(float(row["step"])), float(value)))
+    return series
+
+
+def run_labels(run_dirs: list[Path]) -> list[str]:
+    """``<experiment>/<version>`` per CSVLogger directory; the whole path where that is ambiguous."""
+    short = [f"{d.parent.name}/{d.name}" for d in run_dirs]
+    return [s if short.count(s) == 1 else str(d) for s, d in zip(short, run_dirs, strict=True)]
