@@ -30,6 +30,7 @@ import lightning as L
 import torch
 
 from stable_rl.interfaces import policy_weights
+from stable_rl.policy.runtime import ModelRuntime
 from stable_rl.rl import PolicyModule
 from stable_rl.rollout import RolloutBatch, VLLMEngine
 
@@ -185,7 +186,7 @@ def colocated_row(model_dir: str, config, args, sleep_mode: bool) -> dict:
         mini_batch_size=args.prompts * args.group,
         micro_batch_size=args.micro,
         dtype="bfloat16",
-        experts_implementation="grouped_mm",
+        runtime=ModelRuntime(experts_implementation="grouped_mm"),
     )
     trainer = gpu_update.quiet_trainer(max_steps=args.steps, devices=1, callbacks=[peak])
     trainer.fit(module, datamodule=data)

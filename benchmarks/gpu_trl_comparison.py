@@ -17,7 +17,7 @@ up to 1,024 tokens; target: TRL's step at least 1.3x stable-rl's) runs first, th
 One scale per command also works: ``--scales large`` (~10 min), ``--scales small --rounds 5`` (~3 min).
 ``--trl KEY=VALUE`` adds GRPOConfig settings, e.g. ``vllm_importance_sampling_correction=false`` (TRL without
 its extra forward and without correction) or ``vllm_model_impl=transformers``; ``--stable-rl KEY=VALUE`` adds
-``stable-rl fit`` settings (``--KEY=VALUE``), e.g. ``model.init_args.compile_logprobs=false`` or
+``stable-rl fit`` settings (``--KEY=VALUE``), e.g. ``model.init_args.runtime.compile_logprobs=false`` or
 ``data.engine.init_args.request_seeds=true``: GPU defaults since 62bdc0c turned off (the runs in
 benchmarks/RESULTS.md that came before passed them as ``=true`` and ``=false``).
 
@@ -111,7 +111,7 @@ def stable_rl_overrides(w: dict, extra: Sequence[str] = ()) -> list[str]:
     ``extra`` (``KEY=VALUE``, from ``--stable-rl``) as ``--KEY=VALUE``."""
     engine = "--data.init_args.engine.init_args"
     return [
-        f"--model.init_args.experts_implementation={w['experts_implementation']}",
+        f"--model.init_args.runtime.experts_implementation={w['experts_implementation']}",
         f"--data.init_args.max_prompt_tokens={w['max_prompt_tokens']}",
         f"{engine}.dtype={w['dtype']}",
         f"{engine}.gpu_memory_utilization={w['gpu_memory_utilization']}",
@@ -344,7 +344,7 @@ def parser() -> argparse.ArgumentParser:
         nargs="*",
         default=[],
         metavar="KEY=VALUE",
-        help="more stable-rl fit settings, e.g. model.init_args.compile_logprobs=true",
+        help="more stable-rl fit settings, e.g. model.init_args.runtime.compile_logprobs=true",
     )
     p.add_argument(
         "--trl-weight-push",

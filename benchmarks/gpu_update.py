@@ -30,6 +30,7 @@ from transformers import AutoModelForCausalLM, Qwen3MoeConfig
 
 from stable_rl.callbacks import RoutingReplay
 from stable_rl.policy.logprobs import token_logprobs_and_entropy
+from stable_rl.policy.runtime import ModelRuntime
 from stable_rl.rl import PolicyModule
 from stable_rl.rollout import HFEngine, RolloutBatch
 from stable_rl.rollout.engine import Sample
@@ -184,14 +185,15 @@ def fit_synthetic(
     mini_batches: int = 1,
     devices: int = 1,
     strategy: str = "ddp",
-    **options,
+    **runtime,
 ) -> tuple[StepTimes, L.Trainer]:
     """``args.steps`` MiniRL steps on ``batch`` (in every process) through Lightning, with ``strategy``
     ("ddp" or "fsdp2") on several devices; the ``time/`` seconds of every step and the trainer.
-    ``options``: further ``PolicyModule`` arguments (they override those taken from ``args``)."""
+    ``runtime``: further ``ModelRuntime`` switches (they override those taken from ``args``)."""
     settings = {
         "experts_implementation": args.experts_implementation,
         "gradient_checkpointing": args.gradient_checkpointing,
+        "logprob_chunk_size": args.chunk,
     }
     module = PolicyModule(
         model_dir,
@@ -199,8 +201,7 @@ def fit_synthetic(
         mini_batch_size=batch.num_rows * devices // mini_batches,  # responses over all processes
         micro_batch_size=args.micro,
         dtype="bfloat16",
-        logprob_chunk_size=args.chunk,
-        **(settings | options),
+        runtime=ModelRuntime(**(settings | runtime)),
     )
     times = StepTimes()
     trainer = quiet_trainer(
@@ -215,11 +216,11 @@ def fit_synthetic(
 
 
 def stable_rl_step(
-    model_dir: str, batch: RolloutBatch, args, callbacks=(), mini_batches: int = 1, **options
+    model_dir: str, batch: RolloutBatch, args, callbacks=(), mini_batches: int = 1, **runtime
 ) -> tuple[float, float, float]:
     """Median (pi_old, update) seconds per step of stable-rl's MiniRL step, and peak GPU memory (GB)."""
     reset_peak()
-    times, trainer = fit_synthetic(model_dir, batch, args, callbacks, mini_batches, **options)
+    times, trainer = fit_synthetic(model_dir, batch, args, callbacks, mini_batches, **runtime)
     peak = peak_gb()
     del trainer
     free()

@@ -9,6 +9,7 @@ import lightning as L
 from torch import Tensor, nn
 
 from stable_rl.metrics import StepMetrics
+from stable_rl.policy.runtime import ModelRuntime
 
 
 class PolicyWeights(Protocol):
@@ -29,7 +30,7 @@ class TrainedPolicy(Protocol):
 
     policy: nn.Module
     step_metrics: StepMetrics
-    packed_sequences: bool  # forwards run on packed rows (``stable_rl.policy.packing``)
+    runtime: ModelRuntime  # e.g. forwards on packed rows (``runtime.packed_sequences``, ``stable_rl.policy.packing``)
 
     def batch_logprobs(self, batch, entropy: bool = True) -> tuple[Tensor, Tensor | None]: ...
 
@@ -64,7 +65,7 @@ def trained_policy(module: L.LightningModule, who: str) -> TrainedPolicy:
     """``module`` as a ``TrainedPolicy``, or a TypeError naming ``who`` needs one."""
     if not conforms(module, TrainedPolicy):
         raise TypeError(
-            f"{who} wraps the forwards of a policy module (policy, step_metrics, packed_sequences, batch_logprobs): train a "
+            f"{who} wraps the forwards of a policy module (policy, step_metrics, runtime, batch_logprobs): train a "
             f"stable_rl.rl.PolicyModule, not a {type(module).__name__}"
         )
     return module

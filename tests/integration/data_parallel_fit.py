@@ -20,6 +20,7 @@ from transformers import AutoConfig
 
 from stable_rl import objectives
 from stable_rl.callbacks import HFExport, RoutingReplay
+from stable_rl.policy.runtime import ModelRuntime
 from stable_rl.rl import PolicyModule
 from stable_rl.rollout import HFEngine, RolloutBatch, Sample
 from stable_rl.strategies import FSDP2Strategy
@@ -93,7 +94,7 @@ def main() -> None:
         micro_batch_size=2,
         dtype=args.dtype,
         mixed_precision=args.mixed_precision,
-        experts_implementation="eager",
+        runtime=ModelRuntime(experts_implementation="eager"),
     )
     backend = "gloo" if args.accelerator == "cpu" else "nccl"
     strategies = {"ddp": DDPStrategy, "fsdp2": FSDP2Strategy}

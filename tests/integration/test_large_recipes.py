@@ -43,7 +43,7 @@ def test_the_recipe_builds_the_papers_setting(in_repo):
     model, data, trainer = cli.model, cli.datamodule, cli.trainer
     assert isinstance(trainer.strategy, FSDP2Strategy) and trainer.num_nodes == 4 and trainer.world_size == 32
     assert isinstance(model.objective, MiniRL) and (model.objective.eps_low, model.objective.eps_high) == (0.2, 0.27)
-    assert model.objective.is_cap == 5.0 and model.gradient_checkpointing
+    assert model.objective.is_cap == 5.0 and model.runtime.gradient_checkpointing
     assert (model.dtype_name, model.mixed_precision) == ("float32", "bfloat16")  # bf16 compute, fp32 AdamW
     assert [c.mode for c in trainer.callbacks if isinstance(c, RoutingReplay)] == ["R3"]
     engine = data.engine

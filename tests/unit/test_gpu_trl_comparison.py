@@ -55,8 +55,8 @@ def test_gpu_trl_comparison_sides_run_the_same_batch_model_and_optimizer(large, 
     assert engine.enforce_eager is False and trl["vllm_mode"] == "colocate" and trl["use_vllm"]
     # the policy: bfloat16 weights (TRL loads them so, and autocasts), grouped-GEMM experts, no checkpointing
     assert ours.dtype_name == engine.dtype == w["dtype"] == "bfloat16" and trl["bf16"]
-    assert ours.implementations["experts_implementation"] == w["experts_implementation"] == "grouped_mm"
-    assert ours.gradient_checkpointing is trl["gradient_checkpointing"] is False
+    assert ours.runtime.experts_implementation == w["experts_implementation"] == "grouped_mm"
+    assert ours.runtime.gradient_checkpointing is trl["gradient_checkpointing"] is False
     # the optimizer: torch's AdamW, foreach and fused unset, the recipe's lr (constant), decay and clip
     adamw = ours.optimizer_factory([torch.nn.Parameter(torch.zeros(1))])
     group = adamw.param_groups[0]
@@ -379,15 +379,15 @@ def test_gpu_trl_comparison_passes_stable_rl_settings_to_its_fit_and_child(large
     from benchmarks._trl_runs import fit_args
     from stable_rl.cli import main
 
-    given = ["--stable-rl", "model.init_args.compile_logprobs=true", "model.init_args.micro_batch_size=4"]
+    given = ["--stable-rl", "model.init_args.runtime.compile_logprobs=true", "model.init_args.micro_batch_size=4"]
     args = bench.parser().parse_args(given)
     child = bench.parser().parse_args(bench.child_command("stable-rl", w, args)[3:])
-    assert child.stable_rl == ["model.init_args.compile_logprobs=true", "model.init_args.micro_batch_size=4"]
+    assert child.stable_rl == ["model.init_args.runtime.compile_logprobs=true", "model.init_args.micro_batch_size=4"]
     assert child.trl == []
     overrides = bench.stable_rl_overrides(w, child.stable_rl)
-    assert overrides[-2:] == ["--model.init_args.compile_logprobs=true", "--model.init_args.micro_batch_size=4"]
+    assert overrides[-2:] == ["--model.init_args.runtime.compile_logprobs=true", "--model.init_args.micro_batch_size=4"]
     fit = main(fit_args(w, 4, bench.RECIPE) + overrides, run=False)
-    assert fit.model.compile_logprobs is True and fit.model.micro_batch_size == 4  # 8 without it
+    assert fit.model.runtime.compile_logprobs is True and fit.model.micro_batch_size == 4  # 8 without it
     assert bench.stable_rl_overrides(w) == overrides[:-2]
 
 

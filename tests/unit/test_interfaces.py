@@ -9,6 +9,7 @@ from torch import nn
 
 from stable_rl.interfaces import RouteSource, TrainedPolicy, conforms, route_source, trained_policy
 from stable_rl.objectives import MiniRL
+from stable_rl.policy.runtime import ModelRuntime
 from stable_rl.rl import PolicyModule
 
 
@@ -19,7 +20,7 @@ class Submodule(nn.Module):
         super().__init__()
         self.policy = nn.Linear(2, 2)
         self.step_metrics = nn.ModuleDict()
-        self.packed_sequences = False
+        self.runtime = ModelRuntime()
 
     def batch_logprobs(self, batch, entropy: bool = True):
         return None, None

@@ -22,6 +22,7 @@ from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeExperts, Qw
 from stable_rl.callbacks import RoutingReplay
 from stable_rl.kernels import compile_decoder_layers, use_liger_norms
 from stable_rl.policy.logprobs import sequence_logprobs
+from stable_rl.policy.runtime import ModelRuntime
 from stable_rl.rl import PolicyModule
 from stable_rl.routing import routed_positions
 
@@ -47,13 +48,18 @@ def experts_calls(model):
     return calls
 
 
-def replayed_run(tiny_model_path, replay: str, **options):
-    """Two SGD updates (N = 2) with ``replay``: (every update's log-probs, ``experts_calls``, the weights
-    after)."""
+def replayed_run(tiny_model_path, replay: str, dtype: str = "float32", **runtime):
+    """Two SGD updates (N = 2) with ``replay`` and the ``runtime`` switches: (every update's log-probs,
+    ``experts_calls``, the weights after)."""
     torch.manual_seed(0)
     spy = Spy()
     module = PolicyModule(
-        tiny_model_path, objective=spy, optimizer=lambda p: torch.optim.SGD(p, lr=20.0), mini_batch_size=4, **options
+        tiny_model_path,
+        objective=spy,
+        optimizer=lambda p: torch.optim.SGD(p, lr=20.0),
+        mini_batch_size=4,
+        dtype=dtype,
+        runtime=ModelRuntime(**runtime),
     )
 
     class Watched(HandedRoutesR3 if replay == "R3" else RoutingReplay):
@@ -72,12 +78,13 @@ def test_the_head_is_compiled_by_default_on_gpus_only(tiny_model_path, monkeypat
     the tensors' device when the log-probs are taken), not on CPU; True or False decide everywhere."""
     asked = []
     monkeypatch.setattr(
-        "stable_rl.policy.module.sequence_logprobs", lambda *args: asked.append(args[7]) or (torch.zeros(1), None)
+        "stable_rl.policy.module.sequence_logprobs",
+        lambda *args, compiled, **kwargs: asked.append(compiled) or (torch.zeros(1), None),
     )
     batch = fixed_batch(vocab=2048)
     args = (batch.input_ids, batch.attention_mask, batch.response_mask)
     for setting in (None, True, False):
-        PolicyModule(tiny_model_path, compile_logprobs=setting)(*args)
+        PolicyModule(tiny_model_path, runtime=ModelRuntime(compile_logprobs=setting))(*args)
     cuda_ids = SimpleNamespace(is_cuda=True)  # what the check reads of a GPU batch
     PolicyModule(tiny_model_path)(cuda_ids, batch.attention_mask, batch.response_mask)
     assert asked == [False, True, False, True]
@@ -210,7 +217,9 @@ def test_liger_norms_share_the_weights_and_names(tiny_model_path, stand_in_liger
 
 
 def test_liger_refuses_what_it_would_compute_differently(tiny_model_path, stand_in_liger):
-    module = PolicyModule(tiny_model_path, experts_implementation="liger")  # float32 weights: TF32 in Triton
+    module = PolicyModule(
+        tiny_model_path, runtime=ModelRuntime(experts_implementation="liger")
+    )  # float32 weights: TF32 in Triton
     module.configure_model()
     with pytest.raises(ValueError, match="TF32"):
         module.batch_logprobs(fixed_batch(vocab=2048))

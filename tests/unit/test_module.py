@@ -11,6 +11,7 @@ from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks import PolicyForwardCallback
 from stable_rl.objectives import CISPO, MiniRL
 from stable_rl.objectives.minirl import minirl_token_loss
+from stable_rl.policy.runtime import ModelRuntime
 from stable_rl.rl import PolicyModule
 from stable_rl.rollout import RolloutBatch, Sample
 
@@ -362,3 +363,11 @@ def test_a_batch_planned_with_other_sizes_than_the_modules_is_refused(tiny_model
     batch.plan = BatchPlan(2, 4, mini_batch_size=4)  # a data module not given the module's sizes
     with pytest.raises(ValueError, match=r"planned mini_batch_size=4, .* the module has None, None: the stable-rl CLI"):
         train_on(batch, PolicyModule(tiny_model_path), steps=1)
+
+
+def test_the_base_classes_settings_reach_it_by_name(tiny_model_path):
+    """PolicyModule hands HFPolicyModule its settings by keyword: each lands on the attribute of its own name."""
+    runtime = ModelRuntime(compile_layers=True, logprob_chunk_size=7, gradient_checkpointing=True)
+    module = PolicyModule(tiny_model_path, dtype="bfloat16", mixed_precision="float32", runtime=runtime)
+    assert (module.model_path, module.dtype_name, module.mixed_precision) == (tiny_model_path, "bfloat16", "float32")
+    assert module.runtime is runtime and PolicyModule(tiny_model_path).runtime == ModelRuntime()

@@ -13,10 +13,13 @@ from transformers import AutoModelForCausalLM
 from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.policy.module import HFPolicyModule
 from stable_rl.policy.packing import pack, unpack
+from stable_rl.policy.runtime import ModelRuntime
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no `val_dataloader`"),
-    pytest.mark.filterwarnings("ignore:model.packed_sequences with attn_implementation"),  # SDPA on CPU here
+    pytest.mark.filterwarnings(
+        "ignore:model.init_args.runtime.packed_sequences with attn_implementation"
+    ),  # SDPA on CPU here
 ]
 
 
@@ -90,13 +93,13 @@ def test_routing_replay_on_packed_sequences_routes_and_updates_as_padded(tiny_mo
     torch.testing.assert_close(packed[2], padded[2], rtol=0, atol=1e-6)
 
 
-@pytest.mark.filterwarnings("error:model.packed_sequences with attn_implementation")
+@pytest.mark.filterwarnings("error:model.init_args.runtime.packed_sequences with attn_implementation")
 def test_packing_under_sdpa_or_eager_warns_of_the_whole_packs_attention(tiny_model_path):
     """SDPA (the default) and eager build a [1, 1, T, T] mask over the pack: micro-batch-size times the padded
     batch's [M, 1, L, L] for rows of similar length, and attend over all of it."""
     for attention in (None, "sdpa", "eager"):
         with pytest.warns(UserWarning, match="attends over the whole pack"):
-            HFPolicyModule(tiny_model_path, packed_sequences=True, attn_implementation=attention)
+            HFPolicyModule(tiny_model_path, runtime=ModelRuntime(packed_sequences=True, attn_implementation=attention))
     for attention in ("flex_attention", "flash_attention_2"):
-        HFPolicyModule(tiny_model_path, packed_sequences=True, attn_implementation=attention)
+        HFPolicyModule(tiny_model_path, runtime=ModelRuntime(packed_sequences=True, attn_implementation=attention))
     HFPolicyModule(tiny_model_path)

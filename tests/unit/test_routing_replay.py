@@ -7,6 +7,7 @@ from transformers import AutoModelForCausalLM
 
 from stable_rl.callbacks import RoutingReplay
 from stable_rl.objectives import MiniRL
+from stable_rl.policy.runtime import ModelRuntime
 from stable_rl.rl import PolicyModule
 from stable_rl.routing import RouterHooks, moe_routers, routed_positions, routes_match
 
@@ -168,7 +169,7 @@ def test_gradient_checkpointing_makes_the_same_updates_with_and_without_replay(t
             tiny_model_path,
             optimizer=lambda p: torch.optim.SGD(p, lr=20.0),
             mini_batch_size=4,
-            gradient_checkpointing=checkpointing,
+            runtime=ModelRuntime(gradient_checkpointing=checkpointing),
         )
         train_on(batch, module, steps=2, callbacks=callbacks)
         assert module.policy.is_gradient_checkpointing == checkpointing

@@ -107,8 +107,14 @@ def test_a_yaml_syntax_error_names_the_config_file_and_line(tmp_path, capsys, mo
             "--data.class_path=stable_rl.data.RolloutDataModule",
             "--data.class_path: stable_rl.data.RolloutDataModule is now stable_rl.rl.RolloutDataModule",
         ),
+        (  # the policy's runtime switches, one group (stable_rl.policy.runtime.ModelRuntime)
+            "model:\n  init_args:\n    compile_layers: true\n",
+            "model.init_args.compile_layers is now model.init_args.runtime.compile_layers: rename it there",
+            "--model.init_args.packed_sequences=true",
+            "error: --model.init_args.packed_sequences is now --model.init_args.runtime.packed_sequences",
+        ),
     ],
-    ids=["renamed-setting", "moved-class"],
+    ids=["renamed-setting", "moved-class", "runtime-group"],
 )
 def test_an_old_name_is_told_its_new_one(tmp_path, capsys, monkeypatch, old_yaml, in_file, old_arg, on_command_line):
     """A config file or a command line with a renamed setting or a moved class path is told the new name, not

@@ -101,7 +101,7 @@ class RoutingReplay(PolicyForwardCallback):
         own routes changes nothing), R3 replays."""
         needed = routed_positions(batch.attention_mask)
         if self.mode == "R2" and phase in ("old", "first"):
-            with self.hooks.record(batch.input_ids, batch.attention_mask, module.packed_sequences):
+            with self.hooks.record(batch.input_ids, batch.attention_mask, module.runtime.packed_sequences):
                 yield
             if phase == "old":  # the first mini-batch's routes serve its own update only: nothing to keep
                 self._keep_old_routes(batch.row_index, self.hooks.own)
@@ -116,7 +116,7 @@ class RoutingReplay(PolicyForwardCallback):
             routes = batch.routes
         else:  # R2 update; micro-batches are cut to their longest row
             routes = self.old_routes[batch.row_index.to(self.old_routes.device), : batch.input_ids.shape[1]]
-        with self.hooks.replay(routes, batch.attention_mask, module.packed_sequences):
+        with self.hooks.replay(routes, batch.attention_mask, module.runtime.packed_sequences):
             yield
         module.step_metrics.total(
             "routing/replayed_routes", self.hooks.replayed_routes
@@ -138,7 +138,7 @@ class RoutingReplay(PolicyForwardCallback):
     @torch.no_grad()
     def _diagnose(self, module: TrainedPolicy, batch, needed: Tensor) -> None:
         """R3's view of the mismatch before replay: the training routers' own choice and log-probs."""
-        with self.hooks.record(batch.input_ids, batch.attention_mask, module.packed_sequences):
+        with self.hooks.record(batch.input_ids, batch.attention_mask, module.runtime.packed_sequences):
             logprobs, _ = module.batch_logprobs(batch, entropy=False)
         mask = batch.response_mask
         module.step_metrics.mean("kl_no_replay", batch.rollout_logprobs - logprobs, mask)

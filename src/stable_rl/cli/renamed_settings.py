@@ -5,8 +5,21 @@ from pathlib import Path
 
 import yaml
 
+RUNTIME = (  # the policy's runtime switches, grouped under model.init_args.runtime (``ModelRuntime``)
+    "experts_implementation",
+    "attn_implementation",
+    "kernels",
+    "compile_layers",
+    "compile_logprobs",
+    "padding_mask",
+    "packed_sequences",
+    "logprob_chunk_size",
+    "keep_head_grad",
+    "gradient_checkpointing",
+)
 RENAMED = {  # old dotted key -> new one
     "data.init_args.benchmarks": "data.init_args.eval_sets",  # "benchmarks" are the performance scripts
+    **{f"model.init_args.{name}": f"model.init_args.runtime.{name}" for name in RUNTIME},
 }
 MOVED = {  # old class path -> new one: RL beside SFT
     "stable_rl.module.PolicyModule": "stable_rl.rl.PolicyModule",

@@ -1,7 +1,6 @@
 """The base of every stable-rl LightningModule: an HF causal LM and its optimizer, from YAML."""
 
 from collections.abc import Iterator
-from typing import Literal
 
 import lightning as L
 import torch
@@ -18,6 +17,7 @@ from stable_rl.kernels import LIGER, compile_decoder_layers, register_liger_expe
 from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.policy.model_dir import check_model_dir
 from stable_rl.policy.resume_settings import apply_to_live_optimizer, check_optimizer_class, configured_optimizer
+from stable_rl.policy.runtime import ModelRuntime
 from stable_rl.policy.sharding import is_sharded, shard
 from stable_rl.rng import rng_states, set_rng_states
 
@@ -34,32 +34,8 @@ class HFPolicyModule(L.LightningModule):
         optimizer: optimizer factory, e.g. ``torch.optim.AdamW`` with its ``init_args``.
         lr_scheduler: optional scheduler factory, stepped after every optimizer update.
         dtype: training precision of the policy weights ("float32", "bfloat16").
-        logprob_chunk_size: tokens per chunk of the vocabulary head (bounds float32 logits memory).
-        experts_implementation: transformers' MoE experts kernel, e.g. "grouped_mm" (one grouped GEMM per
-            layer: ~3x the update throughput of "eager" on an H100) or "eager"; "liger": Liger-Kernel's fused
-            MoE (Triton, CUDA, bfloat16/float16 weights; ``stable_rl.kernels.liger``); None = transformers'
-            default.
-        attn_implementation: transformers' attention kernel ("sdpa", "flash_attention_2", ...); None = default.
-        kernels: "liger": every RMSNorm runs as Liger-Kernel's fused Triton RMSNorm (CUDA); None: the model's own.
-        compile_layers: ``torch.compile`` each decoder layer's attention, norms and experts in place, the
-            MoE routers left eager for Routing Replay's hooks (``stable_rl.kernels.compile``).
-        compile_logprobs: the log-prob head's softmax arithmetic of each chunk runs as compiled kernels
-            (one read of the float32 logits instead of one per operation; ``stable_rl.policy.logprobs``). None: on
-            GPUs (the training phase 6.43 -> 5.30 s a step between two GPU TRL comparisons, benchmarks/RESULTS.md),
-            off on CPU.
-        padding_mask: False: the decoder runs without the padding mask, under its causal mask alone, which
-            is exact for right-padded rows (as every stable-rl batch is) and lets SDPA use FlashAttention.
-        packed_sequences: every forward runs on the real tokens of its rows alone, packed into one row whose
-            positions restart at each sequence (``stable_rl.policy.packing``): no padding position is computed, the
-            log-probs are the padded batch's. Pair it with ``attn_implementation: flex_attention`` or
-            ``flash_attention_2``, which skip attention across sequences; SDPA and eager compute the whole
-            pack's square under a block-diagonal mask.
-        keep_head_grad: the head's forward keeps d log p / d logits of each response token ([tokens, vocab]
-            in the model's dtype, per micro-batch until its backward) so the backward does not recompute the
-            logits: one of the head's three matmuls less, for memory (``stable_rl.policy.logprobs``).
-        gradient_checkpointing: keep only each decoder layer's input for the backward and recompute the
-            rest there (long responses: activations of every layer would not fit); Routing Replay replays
-            the same routes in the recompute.
+        runtime: how the forward and backward run: kernels, compilation, padding, chunking, gradient
+            checkpointing (``stable_rl.policy.runtime.ModelRuntime``); default: transformers' own, eager.
         mixed_precision: FSDP2 only: the weights (and the optimizer's state) stay in ``dtype``, are gathered
             in this dtype for each forward and backward, and gradients are reduced in float32: ``dtype:
             float32`` with ``mixed_precision: bfloat16`` trains at bfloat16 speed without losing updates
@@ -73,43 +49,23 @@ class HFPolicyModule(L.LightningModule):
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = None,
         dtype: Dtype = "float32",
-        logprob_chunk_size: int = 1024,
-        experts_implementation: str | None = None,
-        attn_implementation: str | None = None,
-        gradient_checkpointing: bool = False,
         mixed_precision: Dtype | None = None,
-        kernels: Literal["liger"] | None = None,
-        compile_layers: bool = False,
-        compile_logprobs: bool | None = None,
-        padding_mask: bool = True,
-        packed_sequences: bool = False,
-        keep_head_grad: bool = False,
+        runtime: ModelRuntime = ModelRuntime(),
     ) -> None:
         super().__init__()
-        self.gradient_checkpointing = gradient_checkpointing
-        self.mixed_precision = mixed_precision
         self.model_path = model_path
-        self.implementations = {
-            "experts_implementation": experts_implementation,
-            "attn_implementation": attn_implementation,
-        }
-        self.kernels = kernels
-        self.compile_layers = compile_layers
-        self.compile_logprobs = compile_logprobs
-        self.padding_mask = padding_mask
-        self.packed_sequences = packed_sequences
-        self.keep_head_grad = keep_head_grad
-        if packed_sequences and attn_implementation not in PACKING_ATTENTION:
-            rank_zero_warn(
-                f"model.packed_sequences with attn_implementation={attn_implementation} (None: SDPA) attends "
-                "over the whole pack: a [T, T] mask and attention of the micro-batch's T tokens, micro_batch_size "
-                "times the padded batch's for rows of similar length; set model.attn_implementation: "
-                "flex_attention or flash_attention_2"
-            )
         self.optimizer_factory = optimizer
         self.lr_scheduler_factory = lr_scheduler
         self.dtype_name = dtype
-        self.logprob_chunk_size = logprob_chunk_size
+        self.mixed_precision = mixed_precision
+        self.runtime = runtime
+        if self.runtime.packed_sequences and self.runtime.attn_implementation not in PACKING_ATTENTION:
+            rank_zero_warn(
+                f"model.init_args.runtime.packed_sequences with attn_implementation={self.runtime.attn_implementation} "
+                "(None: SDPA) attends over the whole pack: a [T, T] mask and attention of the micro-batch's T tokens, "
+                "micro_batch_size times the padded batch's for rows of similar length; set "
+                "model.init_args.runtime.attn_implementation: flex_attention or flash_attention_2"
+            )
         self.policy: PreTrainedModel | None = None
         self._resumed = False  # set by on_load_checkpoint: on_train_start applies the configured optimizer settings
 
@@ -133,16 +89,16 @@ class HFPolicyModule(L.LightningModule):
         return AutoModelForCausalLM.from_pretrained(self.model_path, dtype=dtype, **self._implementations())
 
     def _implementations(self) -> dict[str, str]:
-        if self.implementations["experts_implementation"] == LIGER:
+        if self.runtime.experts_implementation == LIGER:
             register_liger_experts()
-        return {name: value for name, value in self.implementations.items() if value is not None}
+        return self.runtime.implementations()
 
     def _prepared(self, policy: PreTrainedModel) -> PreTrainedModel:
-        if self.gradient_checkpointing:  # non-reentrant: the recompute runs inside the replay hooks too
+        if self.runtime.gradient_checkpointing:  # non-reentrant: the recompute runs inside the replay hooks too
             policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if self.kernels == LIGER:
+        if self.runtime.kernels == LIGER:
             use_liger_norms(policy)
-        if self.compile_layers:
+        if self.runtime.compile_layers:
             compile_decoder_layers(policy)
         return policy.train()  # from_pretrained returns eval mode; RL models use no dropout
 
@@ -246,16 +202,17 @@ class HFPolicyModule(L.LightningModule):
         """Position-aligned log pi and entropy (None with ``entropy=False``), [M, L] each (see
         ``sequence_logprobs``). Call the module (``self(...)``), not this method: under FSDP2 the call
         gathers the unsharded weights (embeddings, final norm, LM head) around it."""
+        runtime = self.runtime
         return sequence_logprobs(
             self.policy,
             input_ids,
             attention_mask,
             response_mask,
             temperature,
-            self.logprob_chunk_size,
-            entropy,
-            input_ids.is_cuda if self.compile_logprobs is None else self.compile_logprobs,
-            self.padding_mask,
-            self.packed_sequences,
-            self.keep_head_grad,
+            chunk_size=runtime.logprob_chunk_size,
+            entropy=entropy,
+            compiled=input_ids.is_cuda if runtime.compile_logprobs is None else runtime.compile_logprobs,
+            padding_mask=runtime.padding_mask,
+            packed=runtime.packed_sequences,
+            keep_head_grad=runtime.keep_head_grad,
         )

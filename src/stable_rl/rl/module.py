@@ -18,7 +18,6 @@ optimizer updates; the rollout engine is synced to every new step before it samp
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
-from typing import Literal
 
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
@@ -37,6 +36,7 @@ from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_
 from stable_rl.objectives import LossInputs, MiniRL, Objective
 from stable_rl.policy.module import HFPolicyModule
 from stable_rl.policy.resume_settings import describe
+from stable_rl.policy.runtime import ModelRuntime
 from stable_rl.rl.health import PARTS, gradient_share, health_metrics, sequence_train_infer_gap
 from stable_rl.rollout import EvalBatch, RolloutBatch
 from stable_rl.timing import timed
@@ -76,17 +76,9 @@ class PolicyModule(HFPolicyModule):
             row, so less padding is computed. None = the mini-batch.
         max_grad_norm: clip the global gradient norm to this before each update; None = no clipping.
         dtype: training precision of the policy weights ("float32", "bfloat16").
-        logprob_chunk_size: tokens per chunk of the vocabulary head (bounds float32 logits memory).
-        experts_implementation: see ``HFPolicyModule``.
-        attn_implementation: see ``HFPolicyModule``.
-        gradient_checkpointing: see ``HFPolicyModule``.
         mixed_precision: see ``HFPolicyModule``.
-        kernels: see ``HFPolicyModule``.
-        compile_layers: see ``HFPolicyModule``.
-        compile_logprobs: see ``HFPolicyModule``.
-        padding_mask: see ``HFPolicyModule``.
-        packed_sequences: see ``HFPolicyModule``.
-        keep_head_grad: see ``HFPolicyModule``.
+        runtime: kernels, compilation, padding, chunking, gradient checkpointing
+            (``stable_rl.policy.runtime.ModelRuntime``).
         health_threshold: ``train/health/beyond_threshold`` is the fraction of response tokens whose
             |log(pi_theta/mu_old)| exceeds this (``stable_rl.rl.health``).
         max_nonfinite_updates: an update whose loss or gradient is NaN/inf is skipped (no weight or
@@ -105,36 +97,18 @@ class PolicyModule(HFPolicyModule):
         micro_batch_size: int | None = None,
         max_grad_norm: float | None = 1.0,
         dtype: Dtype = "float32",
-        logprob_chunk_size: int = 1024,
-        experts_implementation: str | None = None,
-        attn_implementation: str | None = None,
-        gradient_checkpointing: bool = False,
         mixed_precision: Dtype | None = None,
+        runtime: ModelRuntime = ModelRuntime(),
         health_threshold: float = 0.2,
         max_nonfinite_updates: int = 3,
-        kernels: Literal["liger"] | None = None,
-        compile_layers: bool = False,
-        compile_logprobs: bool | None = None,
-        padding_mask: bool = True,
-        packed_sequences: bool = False,
-        keep_head_grad: bool = False,
     ) -> None:
         super().__init__(
-            model_path,
-            optimizer,
-            lr_scheduler,
-            dtype,
-            logprob_chunk_size,
-            experts_implementation,
-            attn_implementation,
-            gradient_checkpointing,
-            mixed_precision,
-            kernels,
-            compile_layers,
-            compile_logprobs,
-            padding_mask,
-            packed_sequences,
-            keep_head_grad,
+            model_path=model_path,
+            optimizer=optimizer,
+            lr_scheduler=lr_scheduler,
+            dtype=dtype,
+            mixed_precision=mixed_precision,
+            runtime=runtime,
         )
         _check_sizes(mini_batch_size, micro_batch_size, max_grad_norm, max_nonfinite_updates)
         self.health_threshold = health_threshold

@@ -104,7 +104,7 @@ class RouterHooks:
                 raise RuntimeError(
                     f"the router of MoE layer {layer} routed {own.shape[0]} tokens, the replayed batch has "
                     f"{flat.shape[0]} {'real ' if packed else ''}positions: replay(packed=...) must say whether "
-                    "the forward runs on packed rows (model.init_args.packed_sequences)"
+                    "the forward runs on packed rows (model.init_args.runtime.packed_sequences)"
                 )
             given = (flat[:, layer] >= 0).all(-1, keepdim=True)  # [tokens fed, 1]
             replayed = torch.where(given, flat[:, layer], own)
