@@ -69,7 +69,7 @@ def fit_args(workload: dict, steps: int, config: list[str], engine: str | None =
         "--trainer.logger=false",
         f"--model.init_args.model_path={workload['model_path']}",
         f"--model.init_args.dtype={workload['dtype']}",
-        f"--model.init_args.micro_batch_size={workload['micro_batch_size']}",
+        f"--data.init_args.micro_batch_size={workload['micro_batch_size']}",
         f"--data.init_args.prompts_per_step={workload['prompts']}",
     ]
     if engine:  # the recipe's engine arguments (max_new_tokens, temperature, dtype) carry over

@@ -29,6 +29,7 @@ import gpu_update
 import lightning as L
 import torch
 
+from stable_rl.batch_plan import BatchPlan
 from stable_rl.interfaces import policy_weights
 from stable_rl.policy.runtime import ModelRuntime
 from stable_rl.rl import PolicyModule
@@ -118,12 +119,16 @@ class PeakInUse:
 
 class EngineRollouts(L.LightningDataModule):
     """Each step: sync the engine to the policy, sample ``group`` responses per random prompt, let the engine
-    sleep (if it does), random 0/1 rewards; records the seconds of each phase and the GPU memory in use when
-    the update starts, then polls its peak until the step ends."""
+    sleep (if it does), random 0/1 rewards, one update of the whole batch in micro-batches of ``micro``; records
+    the seconds of each phase and the GPU memory in use when the update starts, then polls its peak until the step
+    ends."""
 
-    def __init__(self, model_dir: str, engine: VLLMEngine, prompts: list[list[int]], group: int, steps: int) -> None:
+    def __init__(
+        self, model_dir: str, engine: VLLMEngine, prompts: list[list[int]], group: int, steps: int, micro: int
+    ) -> None:
         super().__init__()
         self.model_dir, self.engine, self.prompts, self.group, self.steps = model_dir, engine, prompts, group, steps
+        self.plan = BatchPlan(len(prompts), group, micro_batch_size=micro)
         self.times: dict[str, list[float]] = {"sync": [], "rollout": [], "sleep": []}
         self.at_start: list[float] = []
         self.peaks: list[float] = []
@@ -150,7 +155,9 @@ class EngineRollouts(L.LightningDataModule):
         self.at_start.append(in_use())
         self.poll.start()
         rewards = torch.randint(0, 2, (len(samples),), generator=torch.Generator().manual_seed(step)).float()
-        return RolloutBatch.from_samples(samples, rewards, self.group, 0, 1.0, policy_version=step)
+        batch = RolloutBatch.from_samples(samples, rewards, self.group, 0, 1.0, policy_version=step)
+        batch.plan = self.plan
+        return batch
 
     def teardown(self, stage: str) -> None:
         self.engine.close()
@@ -177,14 +184,17 @@ def colocated_row(model_dir: str, config, args, sleep_mode: bool) -> dict:
         sleep_mode=sleep_mode,
     )
     data = EngineRollouts(
-        model_dir, engine, prompts_of(args.prompts, args.prompt, config.vocab_size, 7), args.group, args.steps
+        model_dir,
+        engine,
+        prompts_of(args.prompts, args.prompt, config.vocab_size, 7),
+        args.group,
+        args.steps,
+        args.micro,
     )
     peak = UpdateEnd(data)
     module = PolicyModule(
         model_dir,
         optimizer=lambda params: torch.optim.AdamW(params, lr=1e-6),
-        mini_batch_size=args.prompts * args.group,
-        micro_batch_size=args.micro,
         dtype="bfloat16",
         runtime=ModelRuntime(experts_implementation="grouped_mm"),
     )

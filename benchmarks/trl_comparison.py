@@ -113,7 +113,7 @@ def recipe_setting(configs: list[str]) -> dict:
         "lr": model["optimizer"]["init_args"]["lr"],
         "weight_decay": model["optimizer"]["init_args"].get("weight_decay", 0.0),
         "max_grad_norm": model.get("max_grad_norm"),
-        "micro_batch_size": model.get("micro_batch_size") or 64,
+        "micro_batch_size": data.get("micro_batch_size") or 64,
         "dtype": model["dtype"],
         "experts_implementation": model.get("experts_implementation"),
         "prompt_source": data["prompts"],

@@ -26,9 +26,9 @@ class BatchPlan:
     Args:
         prompts_per_step: P, prompts per global step (``data.prompts_per_step``).
         group_size: G, responses per prompt (``data.group_size``).
-        mini_batch_size: responses per optimizer update over all processes (``model.mini_batch_size``);
+        mini_batch_size: responses per optimizer update over all processes (``data.mini_batch_size``);
             None: the whole global batch (N = 1).
-        micro_batch_size: responses per forward of one process (``model.micro_batch_size``); None: the
+        micro_batch_size: responses per forward of one process (``data.micro_batch_size``); None: the
             process's share of a mini-batch.
         processes: data-parallel training processes (``trainer.world_size``).
         tensor_parallel_size: consecutive processes that share one rollout engine when there are several.
@@ -62,14 +62,14 @@ class BatchPlan:
             )
         if processes > 1 and self.mini_batch_size is not None and mini % (g * processes):
             raise ValueError(
-                f"model.mini_batch_size={mini} responses cannot be shared by {processes} processes in whole groups of "
+                f"data.mini_batch_size={mini} responses cannot be shared by {processes} processes in whole groups of "
                 f"data.group_size={g}: choose a multiple of {g * processes}"
             )
         if total % mini or mini % processes or self.mini_rows % self.micro_rows:
             raise ValueError(
                 f"global batch of {total} responses (data.prompts_per_step x data.group_size) must be "
-                f"divisible by model.mini_batch_size={mini}, that by the {processes} data-parallel process(es), "
-                f"and each process's share by model.micro_batch_size={self.micro_rows}: choose sizes that divide evenly"
+                f"divisible by data.mini_batch_size={mini}, that by the {processes} data-parallel process(es), "
+                f"and each process's share by data.micro_batch_size={self.micro_rows}: choose sizes that divide evenly"
             )
         if self.prompts_per_step % (self.prompt_blocks * processes):
             raise ValueError(

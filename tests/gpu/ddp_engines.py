@@ -55,7 +55,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     L.seed_everything(0)
     model_path = str(REPO / "data" / "tiny-qwen3-moe-sft-format")
-    module = PolicyModule(model_path, micro_batch_size=64)
+    module = PolicyModule(model_path)
     data = RolloutDataModule(
         ReasoningGymPrompts(["basic_arithmetic", "chain_sum"], size=256, seed=100000, max_terms=3, max_digits=2),
         VLLMEngine(max_new_tokens=64, dtype="bfloat16" if args.accelerator == "gpu" else "float32"),
@@ -63,7 +63,7 @@ def main() -> None:
         group_size=8,
         max_prompt_tokens=128,
         model_path=model_path,
-        micro_batch_size=64,  # the module's sizes, which the CLI would link
+        micro_batch_size=64,
     )
     trainer = L.Trainer(
         accelerator=args.accelerator,

@@ -19,6 +19,7 @@ from lightning.pytorch.strategies import DDPStrategy
 from transformers import AutoConfig
 
 from stable_rl import objectives
+from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks import HFExport, RoutingReplay
 from stable_rl.policy.runtime import ModelRuntime
 from stable_rl.rl import PolicyModule
@@ -49,7 +50,8 @@ def global_batch(model_path: str) -> RolloutBatch:
 
 class Shards(L.LightningDataModule):
     """The same global batch every step; each process takes its consecutive share of every
-    mini-batch, as ``PromptBatches`` shares prompts. ``engine``: an HF engine never started (R3 asks it
+    mini-batch, as ``PromptBatches`` shares prompts, and the step's plan (``mini`` responses per update, micro-batches
+    of 2). ``engine``: an HF engine never started (R3 asks it
     for routes, ``request_routes``; the batch has them)."""
 
     def __init__(self, batch: RolloutBatch, mini: int) -> None:
@@ -66,9 +68,11 @@ class Shards(L.LightningDataModule):
         world, rank = self.trainer.world_size, self.trainer.global_rank
         share = self.mini // world
         rows = torch.cat([torch.arange(s + rank * share, s + (rank + 1) * share) for s in range(0, 16, self.mini)])
-        return replace(
+        batch = replace(
             self.batch.rows(rows), policy_version=self.trainer.global_step, row_index=None
         )  # rows 0..share-1
+        batch.plan = BatchPlan(PROMPTS, GROUP, self.mini, micro_batch_size=2, processes=world)
+        return batch
 
 
 def main() -> None:
@@ -90,8 +94,6 @@ def main() -> None:
         args.model_path,
         objective=getattr(objectives, args.objective)(),
         optimizer=lambda params: torch.optim.SGD(params, lr=0.5),
-        mini_batch_size=args.mini,
-        micro_batch_size=2,
         dtype=args.dtype,
         mixed_precision=args.mixed_precision,
         runtime=ModelRuntime(experts_implementation="eager"),

@@ -126,10 +126,10 @@ def test_every_recipe_runs_one_step_with_its_launch_command(recipe, tmp_path, re
     args = shlex.split(launch.removeprefix("# stable-rl "))
     assert f"recipes/{recipe.relative_to(REPO / 'recipes')}" in args[-1]
     small = SMALL_SFT if "sft" in recipe.name else SMALL
-    mini = yaml.safe_load(recipe.read_text()).get("model", {}).get("init_args", {}).get("mini_batch_size")
+    mini = yaml.safe_load(recipe.read_text()).get("data", {}).get("init_args", {}).get("mini_batch_size")
     updates = 128 // mini if mini else 1  # off-policy recipes: N updates per global step of 16 x 8
     if updates > 1:  # the same N on a global batch of 4 x 2
-        small = [*small, "--data.init_args.prompts_per_step=4", f"--model.init_args.mini_batch_size={8 // updates}"]
+        small = [*small, "--data.init_args.prompts_per_step=4", f"--data.init_args.mini_batch_size={8 // updates}"]
     cli = main([*args, "--trainer.max_steps=1", f"--trainer.logger.init_args.save_dir={tmp_path}", *small])
     if args[0] == "validate":
         names = cli.datamodule.eval_sets
@@ -240,15 +240,16 @@ def test_fit_help_lists_stable_rls_own_settings_each_under_the_flag_that_sets_it
     flags = {
         "--model.init_args.objective.init_args.is_cap": "2.5",
         "--model.init_args.optimizer.init_args.lr": "3e-05",
-        "--model.init_args.mini_batch_size": "64",
+        "--data.init_args.mini_batch_size": "64",
         "--data.init_args.prompts_per_step": "8",
         "--data.init_args.engine.init_args.max_new_tokens": "7",
     }
     assert all(f"\n  {flag} " in shown for flag in flags)
-    assert "\n  --data.init_args.mini_batch_size " not in shown  # set under model only (linked)
+    assert "\n  --data.init_args.model_path " not in shown  # set under model only (linked)
+    assert "\n  --model.init_args.mini_batch_size " not in shown  # the batch sizes are the data module's alone
     cli = main(["--config=recipes/minirl.yaml", *(f"{flag}={value}" for flag, value in flags.items())], run=False)
     optimizer = cli.model.optimizer_factory([torch.nn.Parameter(torch.zeros(1))])
-    assert (cli.model.objective.is_cap, optimizer.defaults["lr"], cli.model.mini_batch_size) == (2.5, 3e-05, 64)
+    assert (cli.model.objective.is_cap, optimizer.defaults["lr"], cli.datamodule.mini_batch_size) == (2.5, 3e-05, 64)
     assert (cli.datamodule.prompts_per_step, cli.datamodule.engine.sampling.max_new_tokens) == (8, 7)
 
 
@@ -280,7 +281,7 @@ def test_the_grid_arms_are_their_overlays_stacked(overlays, updates, clip, repla
 
     configs = [f"--config=recipes/paper/{name}.yaml" for name in overlays.split()]
     cli = main(["--config=recipes/minirl.yaml", *configs], run=False)
-    mini = cli.model.mini_batch_size or 128
+    mini = cli.datamodule.mini_batch_size or 128
     assert (128 // mini, cli.trainer.max_steps) == (updates, 200 * updates)
     assert cli.model.objective.clip is clip
     assert cli.model.objective.train_infer_is is ("minirl_no_is" not in overlays)
@@ -291,7 +292,7 @@ def test_the_grid_arms_are_their_overlays_stacked(overlays, updates, clip, repla
     ("override", "message"),
     [
         ("--model.init_args.objective=stable_rl.objectives.Nope", "Nope"),
-        ("--model.init_args.mini_batch_sise=4", "mini_batch_sise"),
+        ("--data.init_args.mini_batch_sise=4", "mini_batch_sise"),
         ("--data.init_args.group_size=two", "group_size"),
     ],
 )

@@ -48,7 +48,7 @@ def test_the_recipe_builds_the_papers_setting(in_repo):
     assert [c.mode for c in trainer.callbacks if isinstance(c, RoutingReplay)] == ["R3"]
     engine = data.engine
     assert isinstance(engine, VLLMEngine) and engine.fp8_scheme == "fp8_per_tensor" and engine.tensor_parallel_size == 1
-    assert (data.prompts_per_step, data.group_size, model.mini_batch_size) == (64, 16, 1024)  # B, G, B x G
+    assert (data.prompts_per_step, data.group_size, data.mini_batch_size) == (64, 16, 1024)  # B, G, B x G
     assert engine.sampling.max_new_tokens + data.max_prompt_tokens == 32768 and data.eval_samples == 32
 
 
@@ -56,15 +56,15 @@ def test_the_recipe_builds_the_papers_setting(in_repo):
 @pytest.mark.parametrize("nodes", [4, 2])
 def test_every_process_gets_whole_groups_and_even_batches_for_each_n(in_repo, n, nodes):
     cli = build(f"--data.init_args.prompts_per_step={64 * n}", f"--trainer.num_nodes={nodes}")
-    model, data, trainer = cli.model, cli.datamodule, cli.trainer
+    data, trainer = cli.datamodule, cli.trainer
     world, engine = trainer.world_size, data.engine
     global_batch = data.prompts_per_step * data.group_size
-    assert global_batch // model.mini_batch_size == n
-    sizes = (data.mini_batch_size, data.micro_batch_size)  # the model's, linked by the CLI
+    assert global_batch // data.mini_batch_size == n
+    sizes = (data.mini_batch_size, data.micro_batch_size)
     data.plan = plan = BatchPlan(
         data.prompts_per_step, data.group_size, *sizes, world, engine.tensor_parallel_size, trainer.num_devices
     )  # as RolloutDataModule.setup builds it
-    assert (plan.mini_rows, plan.micro_rows) == (model.mini_batch_size // world, model.micro_batch_size)
+    assert (plan.mini_rows, plan.micro_rows) == (data.mini_batch_size // world, data.micro_batch_size)
     taken = []
     for process in range(world):
         engine.place(plan, process, process % trainer.num_devices)
@@ -179,7 +179,7 @@ def test_the_off_policy_frontiers_keep_the_ramp_per_global_step(in_repo, n):
     cli = main([*stack, f"--config=recipes/frontier/n{n}.yaml", "--trainer.accelerator=cpu"], run=False)
     module, data = cli.model, cli.datamodule
     assert data.prompts_per_step * data.group_size == 128
-    assert (module.mini_batch_size, cli.trainer.max_steps) == (128 // n, 200 * n)
+    assert (data.mini_batch_size, cli.trainer.max_steps) == (128 // n, 200 * n)
     assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == ["R2"]  # the arm survives
     optimizer = module.optimizer_factory(torch.nn.Linear(1, 1).parameters())
     assert optimizer.defaults["lr"] == 1e-4
@@ -206,7 +206,7 @@ def test_the_long_task_recipes_build(
     data, engine, module = cli.datamodule, cli.datamodule.engine, cli.model
     assert (engine.dtype, engine.fp8_scheme, engine.sampling.max_new_tokens) == ("bfloat16", scheme, 768)
     assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == replay
-    assert (module.mini_batch_size, cli.trainer.max_steps, module.objective.clip) == (mini_batch_size, max_steps, True)
+    assert (data.mini_batch_size, cli.trainer.max_steps, module.objective.clip) == (mini_batch_size, max_steps, True)
     assert (data.prompts.generators, data.prompts.size, data.prompts_per_step, data.group_size) == (
         ["chain_sum"],
         2048,
@@ -282,7 +282,7 @@ def test_the_long_frontier_recipes_build(in_repo, upcycled_smollm2_path, overlay
     assert (engine.dtype, engine.fp8_scheme, engine.sampling.max_new_tokens) == (dtype, scheme, 640)
     assert (engine.gpu_memory_utilization, engine.kv_cache_memory_bytes) == (0.1, 3 * 2**30)
     assert (data.prompts_per_step, data.group_size, data.prompts.size) == (16, 8, 2048)
-    assert (module.objective.train_infer_is, module.max_grad_norm, module.micro_batch_size) == (
+    assert (module.objective.train_infer_is, module.max_grad_norm, data.micro_batch_size) == (
         train_infer_is,
         100.0,
         4,
@@ -334,7 +334,7 @@ def test_the_long_bf16_overlay_computes_in_bfloat16_over_float32_weights(in_repo
     assert optimizer.defaults["lr"] == 2e-6 and cli.model.max_grad_norm == 100.0 and cli.trainer.max_steps == 128
     usual = cli.datamodule.eval_sets["heldout"]
     planned = [  # the next learning run's FIT_ARGS (experiments/long-task/README.md): 512 held-out problems, 128 a call
-        "--model.init_args.micro_batch_size=16",
+        "--data.init_args.micro_batch_size=16",
         "--data.init_args.eval_sets.heldout.init_args.size=512",
         "--data.init_args.eval_prompts_per_batch=64",
         "--trainer.val_check_interval=32",
@@ -371,7 +371,7 @@ def test_the_long_n8_frontier_keeps_the_ramp_per_global_step(in_repo, upcycled_s
         [*stack, "--trainer.accelerator=cpu", f"--model.init_args.model_path={upcycled_smollm2_path}"], run=False
     )
     module = cli.model
-    assert (module.mini_batch_size, cli.trainer.max_steps, module.objective.clip) == (16, 384, clip)
+    assert (cli.datamodule.mini_batch_size, cli.trainer.max_steps, module.objective.clip) == (16, 384, clip)
     assert [c.mode for c in cli.trainer.callbacks if isinstance(c, RoutingReplay)] == replay
     assert cli.datamodule.engine.dtype == dtype
     optimizer = module.optimizer_factory(torch.nn.Linear(1, 1).parameters())

@@ -41,8 +41,8 @@ def test_gpu_trl_comparison_sides_run_the_same_batch_model_and_optimizer(large, 
     # 32 prompts x G = 8 in one generation and one optimizer step (on-policy), in forwards of 8 rows
     assert data.prompts_per_step * data.group_size == trl["generation_batch_size"] == 256
     assert data.group_size == trl["num_generations"] == 8
-    assert ours.mini_batch_size is None and trl["num_iterations"] == 1
-    assert ours.micro_batch_size == trl["per_device_train_batch_size"] == 8
+    assert data.mini_batch_size is None and trl["num_iterations"] == 1
+    assert data.micro_batch_size == trl["per_device_train_batch_size"] == 8
     assert per_generation == trl["gradient_accumulation_steps"] == 32
     # the engines: lengths, sampling, memory, sleep mode, sequences at once (TRL's: rows x steps per generation)
     assert engine.sampling.max_new_tokens == trl["max_completion_length"] == 1024
@@ -379,15 +379,15 @@ def test_gpu_trl_comparison_passes_stable_rl_settings_to_its_fit_and_child(large
     from benchmarks._trl_runs import fit_args
     from stable_rl.cli import main
 
-    given = ["--stable-rl", "model.init_args.runtime.compile_logprobs=true", "model.init_args.micro_batch_size=4"]
+    given = ["--stable-rl", "model.init_args.runtime.compile_logprobs=true", "data.init_args.micro_batch_size=4"]
     args = bench.parser().parse_args(given)
     child = bench.parser().parse_args(bench.child_command("stable-rl", w, args)[3:])
-    assert child.stable_rl == ["model.init_args.runtime.compile_logprobs=true", "model.init_args.micro_batch_size=4"]
+    assert child.stable_rl == ["model.init_args.runtime.compile_logprobs=true", "data.init_args.micro_batch_size=4"]
     assert child.trl == []
     overrides = bench.stable_rl_overrides(w, child.stable_rl)
-    assert overrides[-2:] == ["--model.init_args.runtime.compile_logprobs=true", "--model.init_args.micro_batch_size=4"]
+    assert overrides[-2:] == ["--model.init_args.runtime.compile_logprobs=true", "--data.init_args.micro_batch_size=4"]
     fit = main(fit_args(w, 4, bench.RECIPE) + overrides, run=False)
-    assert fit.model.runtime.compile_logprobs is True and fit.model.micro_batch_size == 4  # 8 without it
+    assert fit.model.runtime.compile_logprobs is True and fit.datamodule.micro_batch_size == 4  # 8 without it
     assert bench.stable_rl_overrides(w) == overrides[:-2]
 
 

@@ -57,7 +57,6 @@ def replayed_run(tiny_model_path, replay: str, dtype: str = "float32", **runtime
         tiny_model_path,
         objective=spy,
         optimizer=lambda p: torch.optim.SGD(p, lr=20.0),
-        mini_batch_size=4,
         dtype=dtype,
         runtime=ModelRuntime(**runtime),
     )
@@ -68,7 +67,7 @@ def replayed_run(tiny_model_path, replay: str, dtype: str = "float32", **runtime
             self.calls = experts_calls(pl_module.policy)
 
     callback = Watched() if replay == "R3" else Watched("R2")
-    train_on(routed_batch(), module, steps=2, callbacks=[callback])
+    train_on(routed_batch(), module, steps=2, callbacks=[callback], mini_batch_size=4)
     weights = torch.cat([p.detach().flatten() for p in module.policy.parameters()])
     return spy.logprobs, callback.calls, weights
 

@@ -33,10 +33,18 @@ def fixed_batch(vocab: int, prompts: int = 2, group: int = 4, version: int = 0) 
 
 
 def train_on(
-    batch: RolloutBatch | list[RolloutBatch], module: PolicyModule, steps: int, callbacks=(), root=None, ckpt_path=None
+    batch: RolloutBatch | list[RolloutBatch],
+    module: PolicyModule,
+    steps: int,
+    callbacks=(),
+    root=None,
+    ckpt_path=None,
+    mini_batch_size: int | None = None,
+    micro_batch_size: int | None = None,
 ):
     """Fit ``module`` on one fixed batch (or on these batches in turn) for ``steps`` optimizer updates
-    (from ``ckpt_path``'s step when given)."""
+    (from ``ckpt_path``'s step when given); the batches carry the plan of ``mini_batch_size`` and
+    ``micro_batch_size``, as the data module's do."""
     trainer = L.Trainer(
         max_steps=steps,
         accelerator="cpu",
@@ -48,15 +56,17 @@ def train_on(
         default_root_dir=root,
     )
     batches = batch if isinstance(batch, list) else [batch]
+    for each in batches:
+        each.plan = BatchPlan(each.num_rows // each.group_size, each.group_size, mini_batch_size, micro_batch_size)
     trainer.fit(module, train_dataloaders=DataLoader(batches, collate_fn=lambda rows: rows[0]), ckpt_path=ckpt_path)
     return module
 
 
-def params_after(tiny_model_path, batch, **kwargs):
+def params_after(tiny_model_path, batch, mini_batch_size=None, micro_batch_size=None, **kwargs):
     torch.manual_seed(0)
     module = PolicyModule(tiny_model_path, optimizer=lambda p: torch.optim.SGD(p, lr=0.5), **kwargs)
-    mini = kwargs.get("mini_batch_size") or batch.num_rows
-    train_on(batch, module, steps=batch.num_rows // mini)
+    mini = mini_batch_size or batch.num_rows
+    train_on(batch, module, steps=batch.num_rows // mini, mini_batch_size=mini, micro_batch_size=micro_batch_size)
     return torch.cat([p.detach().flatten() for p in module.policy.parameters()])
 
 
@@ -73,16 +83,16 @@ def test_the_fraction_of_clipped_updates_is_logged(tiny_model_path, max_grad_nor
     """The 4 updates of a global step: a threshold below every gradient norm rescales all of them, one
     above every norm none; ``train/grad_clipped`` is the fraction."""
     batch = fixed_batch(vocab=2048)
-    module = PolicyModule(tiny_model_path, mini_batch_size=2, max_grad_norm=max_grad_norm)
-    metrics = train_on(batch, module, steps=4).trainer.callback_metrics
+    module = PolicyModule(tiny_model_path, max_grad_norm=max_grad_norm)
+    metrics = train_on(batch, module, steps=4, mini_batch_size=2).trainer.callback_metrics
     assert 1e-6 < metrics["train/grad_norm"].item() < 1e6
     assert metrics["train/grad_clipped"].item() == clipped
 
 
 def test_n_mini_batches_make_n_updates(tiny_model_path):
     batch = fixed_batch(vocab=2048)
-    module = PolicyModule(tiny_model_path, mini_batch_size=2)
-    train_on(batch, module, steps=4)
+    module = PolicyModule(tiny_model_path)
+    train_on(batch, module, steps=4, mini_batch_size=2)
     assert module.trainer.global_step == 4  # 8 responses / 2 per mini-batch
 
 
@@ -118,9 +128,9 @@ def test_stale_rollout_is_refused(tiny_model_path):
 
 
 def test_indivisible_mini_batch_names_the_fix(tiny_model_path):
-    module = PolicyModule(tiny_model_path, mini_batch_size=3)
-    with pytest.raises(ValueError, match=r"must be divisible by model.mini_batch_size=3"):
-        train_on(fixed_batch(vocab=2048), module, steps=1)
+    module = PolicyModule(tiny_model_path)
+    with pytest.raises(ValueError, match=r"must be divisible by data.mini_batch_size=3"):
+        train_on(fixed_batch(vocab=2048), module, steps=1, mini_batch_size=3)
 
 
 def test_scheduler_steps_after_every_optimizer_update(tiny_model_path):
@@ -128,9 +138,8 @@ def test_scheduler_steps_after_every_optimizer_update(tiny_model_path):
         tiny_model_path,
         optimizer=lambda p: torch.optim.SGD(p, lr=0.8),
         lr_scheduler=lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5),
-        mini_batch_size=2,
     )
-    train_on(fixed_batch(vocab=2048), module, steps=4)
+    train_on(fixed_batch(vocab=2048), module, steps=4, mini_batch_size=2)
     assert module.optimizers().param_groups[0]["lr"] == pytest.approx(0.8 * 0.5**4)
 
 
@@ -138,9 +147,7 @@ def test_two_mini_batches_update_against_the_pi_old_of_the_step(tiny_model_path)
     """N = 2: the second update's clip mask and ratio use pi_old from before the first update."""
     batch = fixed_batch(vocab=2048)
     lr = 50.0
-    module = PolicyModule(
-        tiny_model_path, optimizer=lambda p: torch.optim.SGD(p, lr=lr), mini_batch_size=4, max_grad_norm=None
-    )
+    module = PolicyModule(tiny_model_path, optimizer=lambda p: torch.optim.SGD(p, lr=lr), max_grad_norm=None)
     module.configure_model()
     reference = PolicyModule(tiny_model_path)
     reference.configure_model()
@@ -159,7 +166,7 @@ def test_two_mini_batches_update_against_the_pi_old_of_the_step(tiny_model_path)
                 p -= lr * p.grad
         masks.append(out.token_metrics["clip_fraction"][part.response_mask].sum().item())
     assert masks[0] == 0 and masks[1] > 0  # the second mini-batch is off-policy and clipped
-    train_on(batch, module, steps=2)
+    train_on(batch, module, steps=2, mini_batch_size=4)
     for got, want in zip(module.policy.parameters(), reference.policy.parameters(), strict=True):
         torch.testing.assert_close(got.detach(), want.detach(), rtol=1e-4, atol=1e-5)
 
@@ -299,8 +306,8 @@ def test_the_first_mini_batch_forward_is_its_pi_old_pass(tiny_model_path, mini, 
     batch = fixed_batch(vocab=2048)
     assert batch.attention_mask.sum(-1).tolist() == [4, 6, 8, 8, 8, 7, 5, 6]
     log = PhaseLog()
-    module = PolicyModule(tiny_model_path, mini_batch_size=mini, micro_batch_size=4)
-    train_on(batch, module, steps=8 // mini, callbacks=[log])
+    module = PolicyModule(tiny_model_path)
+    train_on(batch, module, steps=8 // mini, callbacks=[log], mini_batch_size=mini, micro_batch_size=4)
     assert log.calls == expected
 
 
@@ -328,14 +335,12 @@ def test_lightning_precision_plugins_are_refused_with_the_fix(tiny_model_path, p
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ({"mini_batch_size": 0}, r"mini_batch_size=0 must be at least 1, or null for the whole batch"),
-        ({"micro_batch_size": -4}, r"micro_batch_size=-4 must be at least 1, or null for the whole batch"),
         ({"max_grad_norm": 0.0}, r"max_grad_norm=0.0 must be > 0, or null for no clipping"),
         ({"max_grad_norm": -1.0}, r"max_grad_norm=-1.0 must be > 0, or null for no clipping"),
         ({"max_nonfinite_updates": 0}, r"max_nonfinite_updates=0 must be at least 1"),
     ],
 )
-def test_sizes_and_limits_that_would_mean_something_else_are_refused(tiny_model_path, setting, message):
+def test_limits_that_would_mean_something_else_are_refused(tiny_model_path, setting, message):
     with pytest.raises(ValueError, match=message):
         PolicyModule(tiny_model_path, **setting)
 
@@ -356,13 +361,6 @@ def test_an_unwritable_checkpoint_or_log_directory_fails_before_the_first_rollou
     ):
         module.setup("fit")
     assert (tmp_path / "ok" / "checkpoints").is_dir()
-
-
-def test_a_batch_planned_with_other_sizes_than_the_modules_is_refused(tiny_model_path):
-    batch = fixed_batch(vocab=2048)
-    batch.plan = BatchPlan(2, 4, mini_batch_size=4)  # a data module not given the module's sizes
-    with pytest.raises(ValueError, match=r"planned mini_batch_size=4, .* the module has None, None: the stable-rl CLI"):
-        train_on(batch, PolicyModule(tiny_model_path), steps=1)
 
 
 def test_the_base_classes_settings_reach_it_by_name(tiny_model_path):

@@ -39,10 +39,8 @@ class HandedRoutesR3(RoutingReplay):
 def fit(tiny_model_path, batch, callbacks, lr=20.0):
     torch.manual_seed(0)
     spy = Spy()
-    module = PolicyModule(
-        tiny_model_path, objective=spy, optimizer=lambda p: torch.optim.SGD(p, lr=lr), mini_batch_size=4
-    )
-    train_on(batch, module, steps=2, callbacks=callbacks)
+    module = PolicyModule(tiny_model_path, objective=spy, optimizer=lambda p: torch.optim.SGD(p, lr=lr))
+    train_on(batch, module, steps=2, callbacks=callbacks, mini_batch_size=4)
     return spy.logprobs, module.trainer.logged_metrics
 
 
@@ -168,10 +166,9 @@ def test_gradient_checkpointing_makes_the_same_updates_with_and_without_replay(t
         module = PolicyModule(
             tiny_model_path,
             optimizer=lambda p: torch.optim.SGD(p, lr=20.0),
-            mini_batch_size=4,
             runtime=ModelRuntime(gradient_checkpointing=checkpointing),
         )
-        train_on(batch, module, steps=2, callbacks=callbacks)
+        train_on(batch, module, steps=2, callbacks=callbacks, mini_batch_size=4)
         assert module.policy.is_gradient_checkpointing == checkpointing
         weights.append(torch.cat([p.detach().flatten() for p in module.policy.parameters()]))
     start = torch.cat([p.flatten() for p in AutoModelForCausalLM.from_pretrained(tiny_model_path).parameters()])

@@ -36,10 +36,22 @@ def test_data_sizes_below_1_are_refused(name):
         RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=8, seed=3), engine=HFEngine(), **{name: 0})
 
 
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"mini_batch_size": 0}, r"mini_batch_size=0 must be at least 1, or null for the whole batch"),
+        ({"micro_batch_size": -4}, r"micro_batch_size=-4 must be at least 1, or null for the whole batch"),
+    ],
+)
+def test_batch_sizes_that_would_mean_something_else_are_refused(setting, message):
+    with pytest.raises(ValueError, match=message):
+        RolloutDataModule(ReasoningGymPrompts(["chain_sum"], size=8, seed=3), engine=HFEngine(), **setting)
+
+
 def test_lightnings_automatic_optimization_settings_point_to_stable_rls():
     with pytest.raises(ValueError, match=r"trainer.gradient_clip_val=1.0: .* set model.init_args.max_grad_norm"):
         check_trainer_settings(Namespace(gradient_clip_val=1.0, accumulate_grad_batches=1))
-    with pytest.raises(ValueError, match=r"trainer.accumulate_grad_batches=4: .* set model.init_args.micro_batch_size"):
+    with pytest.raises(ValueError, match=r"trainer.accumulate_grad_batches=4: .* set data.init_args.micro_batch_size"):
         check_trainer_settings(Namespace(gradient_clip_val=None, accumulate_grad_batches=4))
     check_trainer_settings(Namespace(gradient_clip_val=None, accumulate_grad_batches=1))
 
@@ -113,8 +125,14 @@ def test_a_yaml_syntax_error_names_the_config_file_and_line(tmp_path, capsys, mo
             "--model.init_args.packed_sequences=true",
             "error: --model.init_args.packed_sequences is now --model.init_args.runtime.packed_sequences",
         ),
+        (  # the batch sizes are the data module's alone (stable_rl.batch_plan)
+            "model:\n  init_args:\n    mini_batch_size: 32\n",
+            "model.init_args.mini_batch_size is now data.init_args.mini_batch_size: rename it there",
+            "--model.init_args.micro_batch_size=4",
+            "error: --model.init_args.micro_batch_size is now --data.init_args.micro_batch_size",
+        ),
     ],
-    ids=["renamed-setting", "moved-class", "runtime-group"],
+    ids=["renamed-setting", "moved-class", "runtime-group", "batch-geometry"],
 )
 def test_an_old_name_is_told_its_new_one(tmp_path, capsys, monkeypatch, old_yaml, in_file, old_arg, on_command_line):
     """A config file or a command line with a renamed setting or a moved class path is told the new name, not

@@ -32,8 +32,8 @@ warnings.filterwarnings("ignore", r"It is recommended to use `self.log\('val/")
 class StableRLCLI(LightningCLI):
     """LightningCLI that names a config file's YAML syntax error with its file and line, resolves
     ``--ckpt_path=last`` to the run's newest ``last`` checkpoint (and logs the resumed run into that version),
-    gives every run a ``TerminationCheckpoint`` and a progress bar counting steps, links the settings the data
-    module shares with the policy, and, given a ``ConsoleLog``, sends what is not for the terminal into the
+    gives every run a ``TerminationCheckpoint`` and a progress bar counting steps, links the model directory
+    the data module shares with the policy, and, given a ``ConsoleLog``, sends what is not for the terminal into the
     run's ``console.log`` from the start of the fit."""
 
     def __init__(self, *args, console_log: ConsoleLog | None = None, **kwargs) -> None:
@@ -41,10 +41,9 @@ class StableRLCLI(LightningCLI):
         super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
-        """The policy's model directory and batch sizes are set once, under ``model``, and handed to ``data``
-        (``RolloutDataModule`` plans its batches with them; SFT's data module takes the model directory)."""
-        for name in ("model_path", "mini_batch_size", "micro_batch_size"):
-            parser.link_arguments(f"model.init_args.{name}", f"data.init_args.{name}")
+        """The policy's model directory is set once, under ``model``, and handed to ``data`` (its tokenizer, and
+        the engine's model). The batch sizes are the data module's alone: every batch carries its plan."""
+        parser.link_arguments("model.init_args.model_path", "data.init_args.model_path")
         parser.with_components = True  # its --help lists stable-rl's settings too (``stable_rl.cli.help``)
 
     def parse_arguments(self, parser, args) -> None:
@@ -109,7 +108,7 @@ def check_trainer_settings(trainer) -> None:
     if getattr(trainer, "accumulate_grad_batches", 1) not in (None, 1):
         raise ValueError(
             f"trainer.accumulate_grad_batches={trainer.accumulate_grad_batches}: stable-rl accumulates gradients "
-            "over micro-batches itself: remove it and set model.init_args.micro_batch_size (memory) or "
+            "over micro-batches itself: remove it and set data.init_args.micro_batch_size (memory) or "
             "mini_batch_size (responses per update)"
         )
 

@@ -9,7 +9,7 @@ engine, each under the flag a command line or YAML sets it with.
 from jsonargparse import ArgumentParser
 from lightning.pytorch.cli import LightningArgumentParser
 
-SHARED = {"model_path", "mini_batch_size", "micro_batch_size"}  # set under model, linked to data (cli.py)
+SHARED = {"model_path"}  # set under model, linked to data (stable_rl/cli/app.py)
 # (title, import path, where its settings go, settings not listed); the recipes' choices (recipes/minirl.yaml)
 COMPONENTS: tuple[tuple[str, str, str, set[str]], ...] = (
     ("the policy (model.class_path: stable_rl.rl.PolicyModule)", "stable_rl.rl.PolicyModule", "model.init_args", set()),

@@ -20,6 +20,9 @@ RUNTIME = (  # the policy's runtime switches, grouped under model.init_args.runt
 RENAMED = {  # old dotted key -> new one
     "data.init_args.benchmarks": "data.init_args.eval_sets",  # "benchmarks" are the performance scripts
     **{f"model.init_args.{name}": f"model.init_args.runtime.{name}" for name in RUNTIME},
+    # the batch geometry's one owner is the data module (stable_rl.batch_plan)
+    "model.init_args.mini_batch_size": "data.init_args.mini_batch_size",
+    "model.init_args.micro_batch_size": "data.init_args.micro_batch_size",
 }
 MOVED = {  # old class path -> new one: RL beside SFT
     "stable_rl.module.PolicyModule": "stable_rl.rl.PolicyModule",

@@ -48,6 +48,11 @@ class RolloutDataModule(L.LightningDataModule):
         template: how questions become prompt tokens (default: chat template + boxed instruction).
         prompts_per_step: prompts per global step (paper: B x N); the global batch is this x ``group_size``.
         group_size: responses per prompt, G (paper: 16); the advantage baseline is their mean.
+        mini_batch_size: responses per optimizer update, over all processes; None = the whole global batch
+            (N = 1, on-policy). N = global batch / this updates per rollout (paper: N > 1 off-policy).
+        micro_batch_size: responses per forward/backward of one process (memory only: results do not change
+            beyond float rounding); rows of similar length go together and each micro-batch is cut to its
+            longest row, so less padding is computed. None = the process's share of a mini-batch.
         max_prompt_tokens: longest prompt accepted; longer ones are an error.
         seed: seed of the prompt order, and the engine's unless it has its own; None (default): the
             run's ``seed_everything``, so runs of different seeds see different prompts and samples.
@@ -58,8 +63,9 @@ class RolloutDataModule(L.LightningDataModule):
         eval_prompts_per_batch: evaluation problems per engine call.
         model_path: the policy's model directory (tokenizer, context, the engine's model); the CLI links it
             from ``model.init_args.model_path``.
-        mini_batch_size: the policy's ``mini_batch_size``, linked by the CLI likewise.
-        micro_batch_size: the policy's ``micro_batch_size``, linked by the CLI likewise.
+
+    These sizes are the step's geometry: ``setup`` checks them once in a ``BatchPlan``, which every batch
+    carries to the policy module.
     """
 
     def __init__(
@@ -70,6 +76,8 @@ class RolloutDataModule(L.LightningDataModule):
         template: PromptTemplate | None = None,
         prompts_per_step: int = 8,
         group_size: int = 8,
+        mini_batch_size: int | None = None,
+        micro_batch_size: int | None = None,
         max_prompt_tokens: int = 256,
         seed: int | None = None,
         eval_sets: dict[str, PromptSource] | None = None,
@@ -77,8 +85,6 @@ class RolloutDataModule(L.LightningDataModule):
         eval_sampling: Sampling | None = None,
         eval_prompts_per_batch: int = 32,
         model_path: str | None = None,
-        mini_batch_size: int | None = None,
-        micro_batch_size: int | None = None,
     ) -> None:
         super().__init__()
         for name, value in (
@@ -89,6 +95,9 @@ class RolloutDataModule(L.LightningDataModule):
         ):
             if value < 1:
                 raise ValueError(f"data.init_args.{name}={value} must be at least 1")
+        for name, size in (("mini_batch_size", mini_batch_size), ("micro_batch_size", micro_batch_size)):
+            if size is not None and size < 1:  # 0 would read as "the whole batch"
+                raise ValueError(f"data.init_args.{name}={size} must be at least 1, or null for the whole batch")
         if group_size < 2:
             raise ValueError(f"group_size={group_size}: the group baseline needs data.group_size >= 2")
         if engine.sampling.temperature <= 0 or engine.sampling.top_p != 1.0:

@@ -4,7 +4,7 @@ Each ``training_step`` receives one global batch of rollouts (P prompts x G resp
 1. recomputes log pi_old with the training engine, without gradients (paper: pi_old != mu_old), for
    mini-batches 2..N; the first mini-batch's update forward gives it for its rows (same weights, same
    routes), so on-policy training (N = 1) has no separate pass;
-2. splits the batch into N = global batch / ``mini_batch_size`` mini-batches and makes one
+2. splits the batch into N = global batch / ``data.mini_batch_size`` mini-batches (the batch's ``BatchPlan``) and makes one
    optimizer update per mini-batch (N = 1 is on-policy; N > 1 the paper's off-policy setting),
    each summed over micro-batches and divided by one constant for the whole mini-batch;
 3. logs reward, training-inference KL, entropy, IS and clipping statistics, and the seconds of
@@ -45,14 +45,9 @@ PROGRESS_BAR = ("reward", "kl", "entropy")
 UNSUPPORTED_STRATEGIES = (FSDPStrategy, DeepSpeedStrategy)  # FSDP2 runs through ModelParallelStrategy
 
 
-def _check_sizes(
-    mini_batch_size: int | None, micro_batch_size: int | None, max_grad_norm: float | None, max_nonfinite_updates: int
-) -> None:
-    """Refuse sizes and limits that would silently mean something else (0 read as "the whole batch", a
-    non-positive clip as "no clipping", a non-positive count as "stop at once")."""
-    for name, value in (("mini_batch_size", mini_batch_size), ("micro_batch_size", micro_batch_size)):
-        if value is not None and value < 1:
-            raise ValueError(f"model.init_args.{name}={value} must be at least 1, or null for the whole batch")
+def _check_limits(max_grad_norm: float | None, max_nonfinite_updates: int) -> None:
+    """Refuse limits that would silently mean something else (a non-positive clip as "no clipping", a
+    non-positive count as "stop at once")."""
     if max_grad_norm is not None and not max_grad_norm > 0:
         raise ValueError(f"model.init_args.max_grad_norm={max_grad_norm} must be > 0, or null for no clipping")
     if max_nonfinite_updates < 1:
@@ -70,10 +65,6 @@ class PolicyModule(HFPolicyModule):
         objective: the loss, e.g. ``stable_rl.objectives.MiniRL`` (default) or ``GRPO``/``CISPO``.
         optimizer: optimizer factory, e.g. ``torch.optim.AdamW`` with its ``init_args``.
         lr_scheduler: optional scheduler factory, stepped after every optimizer update.
-        mini_batch_size: responses per optimizer update; None = the whole global batch (N = 1).
-        micro_batch_size: responses per forward/backward (memory only: results do not change beyond
-            float rounding); rows of similar length go together and each micro-batch is cut to its longest
-            row, so less padding is computed. None = the mini-batch.
         max_grad_norm: clip the global gradient norm to this before each update; None = no clipping.
         dtype: training precision of the policy weights ("float32", "bfloat16").
         mixed_precision: see ``HFPolicyModule``.
@@ -93,8 +84,6 @@ class PolicyModule(HFPolicyModule):
         objective: Objective | None = None,
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = None,
-        mini_batch_size: int | None = None,
-        micro_batch_size: int | None = None,
         max_grad_norm: float | None = 1.0,
         dtype: Dtype = "float32",
         mixed_precision: Dtype | None = None,
@@ -110,12 +99,10 @@ class PolicyModule(HFPolicyModule):
             mixed_precision=mixed_precision,
             runtime=runtime,
         )
-        _check_sizes(mini_batch_size, micro_batch_size, max_grad_norm, max_nonfinite_updates)
+        _check_limits(max_grad_norm, max_nonfinite_updates)
         self.health_threshold = health_threshold
         self.save_hyperparameters(ignore=["objective", "optimizer", "lr_scheduler"])
         self.objective = objective if objective is not None else MiniRL()
-        self.mini_batch_size = mini_batch_size
-        self.micro_batch_size = micro_batch_size
         self.max_grad_norm = max_grad_norm
         self.max_nonfinite_updates = max_nonfinite_updates
         self.nonfinite_in_row = 0
@@ -171,19 +158,14 @@ class PolicyModule(HFPolicyModule):
         return trainer.world_size if (trainer := attached_trainer(self)) is not None else 1
 
     def _plan(self, batch: RolloutBatch) -> BatchPlan:
-        """The data module's plan of the global step (``batch.plan``), which must use this module's batch
-        sizes; a batch made by hand gets one from them, as this process's share of the global batch."""
-        sizes = (self.mini_batch_size, self.micro_batch_size)
-        if batch.plan is None:
-            prompts = batch.num_rows * self._processes // batch.group_size
-            return BatchPlan(prompts, batch.group_size, *sizes, processes=self._processes)
-        if (batch.plan.mini_batch_size, batch.plan.micro_batch_size) != sizes:
-            raise ValueError(
-                f"the data module planned mini_batch_size={batch.plan.mini_batch_size}, micro_batch_size="
-                f"{batch.plan.micro_batch_size}, the module has {sizes[0]}, {sizes[1]}: the stable-rl CLI links "
-                "them from model.init_args; in code, pass the module's sizes to the data module"
-            )
-        return batch.plan
+        """The geometry of the global step: the data module's plan, which every batch it makes carries
+        (``batch.plan``); a batch made by hand without one is a single update of the whole global batch (this
+        process's share of it), forwarded whole."""
+        if batch.plan is not None:
+            return batch.plan
+        return BatchPlan(
+            batch.num_rows * self._processes // batch.group_size, batch.group_size, processes=self._processes
+        )
 
     @contextmanager
     def policy_forward(self, phase: Phase, batch: RolloutBatch) -> Iterator[None]:
