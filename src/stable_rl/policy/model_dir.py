@@ -12,7 +12,7 @@ from pathlib import Path
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")  # any one: fast, sentencepiece, BPE
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the checkout of an editable install, whose recipes use data/
+_PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # the checkout of an editable install, whose recipes use data/
 
 
 def check_model_dir(model_path: str) -> None:

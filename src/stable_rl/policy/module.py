@@ -1,6 +1,7 @@
 """The base of every stable-rl LightningModule: an HF causal LM and its optimizer, from YAML."""
 
 from collections.abc import Iterator
+from dataclasses import asdict
 
 import lightning as L
 import torch
@@ -34,13 +35,13 @@ class HFPolicyModule(L.LightningModule):
         optimizer: optimizer factory, e.g. ``torch.optim.AdamW`` with its ``init_args``.
         lr_scheduler: optional scheduler factory, stepped after every optimizer update.
         dtype: training precision of the policy weights ("float32", "bfloat16").
-        runtime: how the forward and backward run: kernels, compilation, padding, chunking, gradient
-            checkpointing (``stable_rl.policy.runtime.ModelRuntime``); default: transformers' own, eager.
         mixed_precision: FSDP2 only: the weights (and the optimizer's state) stay in ``dtype``, are gathered
             in this dtype for each forward and backward, and gradients are reduced in float32: ``dtype:
             float32`` with ``mixed_precision: bfloat16`` trains at bfloat16 speed without losing updates
             smaller than a bfloat16 weight's precision (AdamW at lr 1e-6 changes few bfloat16 weights at
             all).
+        runtime: how the forward and backward run: kernels, compilation, padding, chunking, gradient
+            checkpointing (``stable_rl.policy.runtime.ModelRuntime``); default: transformers' own, eager.
     """
 
     def __init__(
@@ -142,6 +143,9 @@ class HFPolicyModule(L.LightningModule):
         checkpoint["rng_states"] = rng_states()  # Lightning keeps none: a resumed run continues the streams
         if attached_trainer(self) is not None and self.trainer.optimizers:
             checkpoint["optimizer_class"] = type(self.trainer.optimizers[0]).__qualname__
+        hyperparameters = checkpoint.get("hyper_parameters", {})
+        if isinstance(hyperparameters.get("runtime"), ModelRuntime):  # a module built in code; the CLI's is a dict
+            hyperparameters["runtime"] = asdict(hyperparameters["runtime"])  # plain values load with weights_only
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self._check_same_model(checkpoint)
