@@ -4,7 +4,7 @@
 wave() {
   local out=$1 runs=$2 per_gpu=$3 seeds=$4
   shift 4
-  python3 -m stable_rl.sweep --per-gpu "$per_gpu" --seeds $seeds --save-dir "$runs" \
+  python3 -m stable_rl.cli.sweep --per-gpu "$per_gpu" --seeds $seeds --save-dir "$runs" \
     --recipes "$@" || true  # a failed run is named by the sweep; the others still count
   for csv in "$runs"/*/version_0/metrics.csv; do
     [ -f "$csv" ] || continue  # no run wrote a log: not a run named '*'
