@@ -32,5 +32,5 @@ case $wave in
     ;;
   *) echo "unknown wave '$wave': dial, control or power RATE" >&2 && exit 2 ;;
 esac
-python3 -m stable_rl.sweep --per-gpu "$(( ${#recipes[@]} * ${#seeds[@]} ))" --seeds "${seeds[@]}" --save-dir "$runs" \
+python3 -m stable_rl.cli.sweep --per-gpu "$(( ${#recipes[@]} * ${#seeds[@]} ))" --seeds "${seeds[@]}" --save-dir "$runs" \
   --recipes "${recipes[@]}" -- "${steps[@]}" "${fit[@]}"

@@ -5,7 +5,7 @@
 #   bash experiments/frontier/run_across.sh
 set -euo pipefail
 f=experiments/frontier
-python3 -m stable_rl.frontier_across --out "$f/across" \
+python3 -m stable_rl.analysis.frontier_across --out "$f/across" \
   --wave 1 "$f/onpolicy/logs" --wave 2 "$f/n2/logs" --wave 4 "$f/n4/logs" --wave 8 "$f/n8/logs" \
   --wave 16 "$f/n16/logs" \
   --arm "control: exact engine, clip" exact exact+n2 exact+n4 exact+n8 exact+n16 \

@@ -16,6 +16,6 @@ if [ "${1:-}" != "--report" ]; then
   for v in "${variants[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml${v:+ $v} recipes/frontier/hf_fp4.yaml"); done
   wave "$out" "$runs" "${PARALLEL:-12}" "${*:-0 1 2}" "${recipes[@]}"
 fi
-python3 -m stable_rl.report "$out"/logs/*/version_0 experiments/frontier/onpolicy/logs/exact-s*/version_0 --frontier \
+python3 -m stable_rl.analysis.report "$out"/logs/*/version_0 experiments/frontier/onpolicy/logs/exact-s*/version_0 --frontier \
   --out "$out" --pair hf_fp4:exact minirl_no_is+hf_fp4:hf_fp4 hf_fp4:minirl_no_is+hf_fp4 \
   minirl_no_is+r3+hf_fp4:r3+hf_fp4 hf_fp4:r3+hf_fp4 r3+hf_fp4:hf_fp4

@@ -27,4 +27,4 @@ if [ "${1:-}" != "--report" ]; then
   for a in "${arms[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml${a:+ $a} recipes/frontier/n$n.yaml"); done
   wave "$out" "$runs" "${PARALLEL:-8}" "${*:-0 1 2}" "${recipes[@]}"
 fi
-python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --out "$out" --pair "${pairs[@]}"
+python3 -m stable_rl.analysis.report "$out"/logs/*/version_0 --frontier --out "$out" --pair "${pairs[@]}"

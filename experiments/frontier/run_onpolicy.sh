@@ -17,7 +17,7 @@ if [ "${1:-}" != "--report" ]; then
   for v in "${variants[@]}"; do recipes+=("recipes/frontier/onpolicy_fp8.yaml${v:+ $v}"); done
   wave "$out" "$runs" "${PARALLEL:-7}" "${*:-0 1 2}" "${recipes[@]}"
 fi
-python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --out "$out" --pair \
+python3 -m stable_rl.analysis.report "$out"/logs/*/version_0 --frontier --out "$out" --pair \
   minirl_no_is:onpolicy_fp8 onpolicy_fp8:minirl_no_is \
   minirl_no_is+r3:r3 r3:minirl_no_is+r3 \
   minirl_length_norm:onpolicy_fp8 onpolicy_fp8:minirl_length_norm \

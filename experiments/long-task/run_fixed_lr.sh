@@ -37,7 +37,7 @@ if [ "${1:-}" != "--report" ]; then
     rm -rf "${out:?}/logs/$(name "$spec")"  # nor may a run that dies before logging be reported from an earlier one
     on_gpu=()  # each sweep runs one run, which its own sweep would put on the first GPU: the script deals them
     [ ${#gpus[@]} -eq 0 ] || on_gpu=(env "CUDA_VISIBLE_DEVICES=${gpus[${#pids[@]} % ${#gpus[@]}]}")
-    "${on_gpu[@]}" python3 -m stable_rl.sweep --seeds "${SEED:-0}" --save-dir "$runs/$(name "$spec")" \
+    "${on_gpu[@]}" python3 -m stable_rl.cli.sweep --seeds "${SEED:-0}" --save-dir "$runs/$(name "$spec")" \
       --recipes "recipes/long/minirl_smollm2_moe.yaml recipes/long/frontier.yaml recipes/long/fixed_lr.yaml${overlay:+ ${overlay#:}}" \
       -- "--model.init_args.optimizer.init_args.lr=$lr" ${FIT_ARGS:-} &  # FIT_ARGS: for every run
     pids+=($!) started+=("$(name "$spec")")
@@ -57,7 +57,7 @@ if [ "${1:-}" != "--report" ]; then
     done
   done
 fi
-python3 -m stable_rl.report "$out"/logs/*/version_0 --out "$out"
+python3 -m stable_rl.analysis.report "$out"/logs/*/version_0 --out "$out"
 if [ -n "${failed[*]:-}" ]; then
   echo "run_fixed_lr.sh: failed runs: ${failed[*]} (the report has what they logged)" >&2
   exit 1

@@ -18,5 +18,5 @@ if [ "${1:-}" != "--report" ]; then
   for v in "${variants[@]}"; do recipes+=("$l/minirl_smollm2_moe.yaml $l/frontier.yaml${v:+ $v}"); done
   wave "$out" "$runs" "${PARALLEL:-3}" "${*:-0}" "${recipes[@]}" ${FIT_ARGS:+-- $FIT_ARGS}  # FIT_ARGS: for every run
 fi
-python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --steps 48 --out "$out" --pair \
+python3 -m stable_rl.analysis.report "$out"/logs/*/version_0 --frontier --steps 48 --out "$out" --pair \
   frontier+minirl_no_is:frontier frontier:frontier+minirl_no_is frontier:frontier+exact frontier+exact:frontier

@@ -26,6 +26,6 @@ if [ "${1:-}" != "--report" ]; then
   [ ${#recipes[@]} -gt 0 ] || { echo "ARMS: no arm named (of noclip clip r2 r3 exact)" >&2 && exit 2; }
   wave "$out" "$runs" "${PARALLEL:-3}" "${*:-0}" "${recipes[@]}" ${FIT_ARGS:+-- $FIT_ARGS}  # FIT_ARGS: for every run
 fi
-python3 -m stable_rl.report "$out"/logs/*/version_0 --frontier --steps 48 --out "$out" --pair \
+python3 -m stable_rl.analysis.report "$out"/logs/*/version_0 --frontier --steps 48 --out "$out" --pair \
   frontier+noclip+n8:frontier+r2+n8 frontier+n8:frontier+r2+n8 frontier+n8:frontier+r3+n8 \
   frontier+r2+n8:frontier+r3+n8 frontier+n8:frontier+exact+n8 frontier+exact+n8:frontier+n8

@@ -39,7 +39,7 @@ def recording_sweep(tmp_path: Path, calls: Path) -> dict:
     its arguments there, in a checkout with the recipes (the sweep checks that each recipe file exists)."""
     env = python3_as(
         tmp_path,
-        f'if [ "$2" = stable_rl.sweep ]; then "{sys.executable}" "$@" --dry-run >> "{calls}"; '
+        f'if [ "$2" = stable_rl.cli.sweep ]; then "{sys.executable}" "$@" --dry-run >> "{calls}"; '
         f'else echo "$@" >> "{calls}"; fi',
     )
     shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
@@ -102,7 +102,7 @@ def test_the_off_policy_script_takes_n_2_4_8_or_16(tmp_path):
 
 @pytest.mark.parametrize("n", [2, 4, 8, 16])
 def test_the_off_policy_pairs_name_the_runs_the_sweep_makes(tmp_path, n):
-    """run_offpolicy.sh N: every variant of a pair it judges is a run name that stable_rl.sweep gives its
+    """run_offpolicy.sh N: every variant of a pair it judges is a run name that stable_rl.cli.sweep gives its
     arms (a misspelt pair would read 'no' in the table, with no run behind it)."""
     calls = tmp_path / "calls"
     env = recording_sweep(tmp_path, calls)  # records the sweep's run names and the report's pairs, runs nothing
@@ -113,7 +113,7 @@ def test_the_off_policy_pairs_name_the_runs_the_sweep_makes(tmp_path, n):
     names = {
         arg.split("=", 1)[1].removesuffix("-s0") for arg in " ".join(lines).split() if "logger.init_args.name=" in arg
     }
-    (report_call,) = [line for line in lines if line.startswith("-m stable_rl.report")]
+    (report_call,) = [line for line in lines if line.startswith("-m stable_rl.analysis.report")]
     pairs = report_call.split("--pair ", 1)[1].split()
     assert len(names) == (8 if n == 8 else 6) and len(pairs) == (10 if n == 8 else 8)
     assert {v for pair in pairs for v in pair.split(":")} <= names
@@ -139,7 +139,7 @@ def test_the_long_n8_script_runs_the_arms_asked_for_and_its_pairs_name_its_runs(
     runs = [arg.split("=", 1)[1] for line in lines for arg in line.split() if "logger.init_args.name=" in arg]
     assert runs == [f"{name}-s{seed}" for name in names for seed in (1, 2)]
     assert all(line.count("--config=recipes/long/n8.yaml") == 1 for line in lines[:-1])
-    (report_call,) = [line for line in lines if line.startswith("-m stable_rl.report")]
+    (report_call,) = [line for line in lines if line.startswith("-m stable_rl.analysis.report")]
     pairs = {v for pair in report_call.split("--pair ", 1)[1].split() for v in pair.split(":")}
     assert pairs == {"frontier+noclip+n8", "frontier+n8", "frontier+r2+n8", "frontier+r3+n8", "frontier+exact+n8"}
 
@@ -169,8 +169,8 @@ def fixed_rate_checkout(tmp_path: Path, calls: Path) -> dict[str, str]:
     log = "$dir/frontier+fixed_lr-s0/version_0"
     env = python3_as(
         tmp_path,
-        f'if [ "$2" = stable_rl.sweep ]; then shift 2; for a; do last=${{a#*=}}; done\n'
-        f'"{sys.executable}" -m stable_rl.sweep --dry-run "$@" >> "{calls}"\n'
+        f'if [ "$2" = stable_rl.cli.sweep ]; then shift 2; for a; do last=${{a#*=}}; done\n'
+        f'"{sys.executable}" -m stable_rl.cli.sweep --dry-run "$@" >> "{calls}"\n'
         f'dir=$(echo "$@" | sed "s/.*--save-dir \\([^ ]*\\).*/\\1/"); mkdir -p "{log}"\n'
         f'echo "${{dir##*/}} ${{CUDA_VISIBLE_DEVICES:-unset}}" >> "{calls}.gpus"\n'
         f'printf "step,train/reward\\n0,%s\\n" "$last" > "{log}/metrics.csv"\n'
@@ -284,7 +284,7 @@ def test_the_fixed_rate_script_fails_after_reporting_where_a_run_failed(tmp_path
     that dies before logging (9e-6) is not reported from the copy an earlier wave left under its name."""
     env = python3_as(
         tmp_path,
-        'if [ "$2" = stable_rl.sweep ]; then for a; do last=${a#*=}; done\n'
+        'if [ "$2" = stable_rl.cli.sweep ]; then for a; do last=${a#*=}; done\n'
         '[ "$last" = 9e-6 ] && exit 1\n'
         'dir=$(echo "$@" | sed "s/.*--save-dir \\([^ ]*\\).*/\\1/")/frontier+fixed_lr-s0\n'
         'n=$(ls "$dir" 2>/dev/null | wc -l); mkdir -p "$dir/version_$n"\n'
@@ -334,7 +334,7 @@ def test_scrub_paths_drops_the_working_directory_the_pythonpath_folders_and_site
     goes (paths become relative, the directory alone .), the home folder ~; the rest is kept as it is."""
     log = (
         f"rootdir: {tmp_path}\n"
-        f"File {tmp_path}/src/stable_rl/health.py:3: W\n"
+        f"File {tmp_path}/src/stable_rl/rl/health.py:3: W\n"
         "cache /home/u/.cache/vllm\n"
         "args=['/opt/v/bin/python3', 'a.py']\n"
         "/tmp/target/vllm/b.py:9: UserWarning: x\n"
@@ -343,7 +343,7 @@ def test_scrub_paths_drops_the_working_directory_the_pythonpath_folders_and_site
     )
     assert scrubbed(log, tmp_path, f"/tmp/target/:{tmp_path}/src") == (
         "rootdir: .\n"
-        "File src/stable_rl/health.py:3: W\n"
+        "File src/stable_rl/rl/health.py:3: W\n"
         "cache ~/.cache/vllm\n"
         "args=['python3', 'a.py']\n"
         "<site-packages>/vllm/b.py:9: UserWarning: x\n"
