@@ -10,8 +10,8 @@ import statistics
 import tarfile
 from pathlib import Path
 
-from stable_rl.analysis.survival import collapse_time
 from stable_rl.analysis.heldout_change import HeldoutChange
+from stable_rl.analysis.survival import collapse_time
 
 HERE = Path(__file__).parent
 LEVELS = {  # run-name prefix -> (level, setting), PROTOCOL.md Part 1

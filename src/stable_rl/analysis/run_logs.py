@@ -3,10 +3,11 @@
 import csv
 import gzip
 import lzma
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
-
-COMPRESSED = {".gz": gzip.open, ".xz": lzma.open}  # committed logs are kept compressed
+COMPRESSED: dict[str, Callable[..., IO[str]]] = {".gz": gzip.open, ".xz": lzma.open}  # committed logs, compressed
 
 
 def read_run(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
