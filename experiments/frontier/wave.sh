@@ -1,7 +1,10 @@
 # Sourced by run_*.sh. wave OUT SAVE_DIR PER_GPU "SEEDS" RECIPE...: the recipes x seeds, PER_GPU runs sharing
 # each GPU that CUDA_VISIBLE_DEVICES shows (every GPU where unset), then each run's metrics.csv copied into
-# OUT/logs/<run>/version_0/ as metrics.csv.gz, where git keeps it (stable_rl.analysis.report reads either). (A GPU
+# OUT/logs/<run>/version_0/ as metrics.csv.xz, where git keeps it (stable_rl.analysis.report reads either). (A GPU
 # machine's: without a GPU the runs go one at a time.)
+xz_log() {  # stdin -> stdout, xz at its strongest (what analysis.run_logs reads as metrics.csv.xz)
+  python3 -c "import lzma, sys; sys.stdout.buffer.write(lzma.compress(sys.stdin.buffer.read(), preset=9 | lzma.PRESET_EXTREME))"
+}
 wave() {
   local out=$1 runs=$2 per_gpu=$3 seeds=$4
   shift 4
@@ -11,7 +14,7 @@ wave() {
     [ -f "$csv" ] || continue  # no run wrote a log: not a run named '*'
     local name
     name=$(basename "$(dirname "$(dirname "$csv")")")
-    mkdir -p "$out/logs/$name/version_0" && rm -f "$out/logs/$name/version_0/metrics.csv"
-    gzip -9n < "$csv" > "$out/logs/$name/version_0/metrics.csv.gz"
+    mkdir -p "$out/logs/$name/version_0" && rm -f "$out/logs/$name/version_0"/metrics.csv{,.gz}
+    xz_log < "$csv" > "$out/logs/$name/version_0/metrics.csv.xz"
   done
 }

@@ -4,7 +4,7 @@
 # or per RATE:OVERLAY (another arm at that rate, e.g. 2e-6:recipes/long/exact.yaml, the float32 control), dealt
 # in turn to the GPUs CUDA_VISIBLE_DEVICES names (every GPU where unset: all the runs share one GPU only on a
 # machine of one), seed SEED (default 0), each at most 15 minutes of training; after the cold start (experiments/long-task/run_cold_start.sh).
-# Each run's metrics.csv as metrics.csv.gz (and its console.log as console.txt.gz, machine paths removed) is copied into
+# Each run's metrics.csv as metrics.csv.xz (and its console.log as console.txt.gz, machine paths removed) is copied into
 # OUT_DIR/logs/lrRATE[+overlay]/version_0/ (OUT_DIR: default experiments/long-task/fixed_lr; each
 # wave on its own cold start has its own, e.g. experiments/long-task/fixed_lr/wave1), and the figures and table are made from
 # those committed logs.
@@ -16,6 +16,9 @@
 #   bash experiments/long-task/run_fixed_lr.sh --report [DIR]     # the report again, from the committed logs alone
 #   bash experiments/long-task/run_fixed_lr.sh --report experiments/long-task/fixed_lr/wave1   # the first GPU wave's (experiments/long-task/README.md)
 set -euo pipefail
+xz_log() {  # stdin -> stdout, xz at its strongest (what analysis.run_logs reads as metrics.csv.xz)
+  python3 -c "import lzma, sys; sys.stdout.buffer.write(lzma.compress(sys.stdin.buffer.read(), preset=9 | lzma.PRESET_EXTREME))"
+}
 out=${OUT_DIR:-experiments/long-task/fixed_lr}
 [ "${1:-}" = "--report" ] && out=${2:-$out}  # a DIR only after --report: otherwise every argument is a RATE
 runs=${SAVE_DIR:-runs/long_fixed_lr}
@@ -49,7 +52,7 @@ if [ "${1:-}" != "--report" ]; then
     for run in "$runs/$(name "$spec")"/*/version_0; do
       if [ -f "$run/metrics.csv" ]; then
         dest="$out/logs/$(name "$spec")/version_0"
-        mkdir -p "$dest" && gzip -9n < "$run/metrics.csv" > "$dest/metrics.csv.gz"
+        mkdir -p "$dest" && xz_log < "$run/metrics.csv" > "$dest/metrics.csv.xz"
         if [ -f "$run/console.log" ]; then  # the run's own console, without this machine's paths
           python3 "$(dirname "$0")/scrub_paths.py" < "$run/console.log" | gzip -9n > "$dest/console.txt.gz"
         fi

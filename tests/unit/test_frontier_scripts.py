@@ -2,6 +2,7 @@
 logs alone (the arms, the pairs judged and the rule as the docs cite them), in a copy of the folders it reads."""
 
 import gzip
+import lzma
 import os
 import shutil
 import subprocess
@@ -209,7 +210,7 @@ def test_the_fixed_rate_script_runs_each_rate_and_reports_their_logs(tmp_path):
     for name, (configs, rate) in expected.items():
         command = commands[f"runs/long_fixed_lr/{name}"]
         assert configs in command and command.endswith(f"--model.init_args.optimizer.init_args.lr={rate}")
-        rows = gzip.decompress((logs / name / "version_0" / "metrics.csv.gz").read_bytes()).decode().splitlines()
+        rows = lzma.decompress((logs / name / "version_0" / "metrics.csv.xz").read_bytes()).decode().splitlines()
         assert rows[1] == f"0,{rate}"  # the run's log: its rate, as the fake wrote it
         assert f"| train/reward | {name}/version_0 | {float(rate):.4g} | 0 |" in report_md
     assert "exact" not in commands["runs/long_fixed_lr/lr3e-6"]
