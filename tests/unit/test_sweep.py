@@ -55,6 +55,23 @@ def test_dry_run_prints_the_commands(capsys):
     ]
 
 
+def test_two_runs_of_one_name_are_refused_before_any_runs():
+    """recipes/frontier/exact.yaml and recipes/long/exact.yaml are both named ``exact``: one folder, one run listed
+    twice; so is a stack given twice."""
+    message = (
+        "two runs would be named exact-s0 (logged into out/exact-s0): 'recipes/minirl.yaml recipes/frontier/exact.yaml' "
+        "and 'recipes/minirl.yaml recipes/long/exact.yaml'. A run is named by its overlays' file names: give each "
+        "stack once, rename one overlay, or sweep them separately with their own --save-dir"
+    )
+    stacks = ["recipes/minirl.yaml recipes/frontier/exact.yaml", "recipes/minirl.yaml recipes/long/exact.yaml"]
+    with pytest.raises(ValueError) as refused:
+        plan(stacks, [0, 1], "out", [])
+    assert str(refused.value) == message
+    with pytest.raises(ValueError, match="two runs would be named minirl-s0"):
+        plan(["recipes/minirl.yaml", "recipes/minirl.yaml"], [0], "out", [])
+    assert [run.name for run in plan(stacks[:1], [0, 1], "out", [])] == ["exact-s0", "exact-s1"]
+
+
 def test_a_missing_recipe_is_named():
     with pytest.raises(FileNotFoundError, match=r"\['recipes/nope.yaml'\] not found"):
         plan(["recipes/minirl.yaml recipes/nope.yaml"], [0], "out", [])

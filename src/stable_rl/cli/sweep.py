@@ -62,7 +62,22 @@ def plan(recipes: list[str], seeds: list[int], save_dir: str, extra: list[str]) 
         if missing:
             raise FileNotFoundError(f"recipe file(s) {missing} not found (run from the project root)")
         runs += [Run(configs, seed, save_dir, tuple(extra)) for seed in seeds]
+    check_unique_names(runs)
     return runs
+
+
+def check_unique_names(runs: list[Run]) -> None:
+    """Refuse two runs of one name: they would log into the same folder and the sweep would list one run twice
+    (overlays of one file name in different folders, or a stack given twice)."""
+    seen: dict[str, Run] = {}
+    for run in runs:
+        other = seen.setdefault(run.name, run)
+        if other is not run:
+            raise ValueError(
+                f"two runs would be named {run.name} (logged into {run.save_dir}/{run.name}): "
+                f"{' '.join(other.configs)!r} and {' '.join(run.configs)!r}. A run is named by its overlays' file "
+                "names: give each stack once, rename one overlay, or sweep them separately with their own --save-dir"
+            )
 
 
 @dataclass(frozen=True)
