@@ -2,6 +2,7 @@
 
 import gzip
 import lzma
+import re
 
 import pytest
 
@@ -69,3 +70,23 @@ def test_runs_of_the_same_name_in_two_folders_keep_apart(tmp_path):
     report([a, b], tmp_path / "out")
     text = (tmp_path / "out" / "report.md").read_text()
     assert f"| train/reward | {a} | 0.5 |" in text and f"| train/reward | {b} | 0.9 |" in text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "metrics.csv: no header with a 'step' column (an empty or cut log?)"),
+        (HEADER, "metrics.csv: the log has no values (a run that logged nothing): nothing to report"),
+        (
+            HEADER + "0,0,0.5,,\n0,1,0.x,,\n",
+            "metrics.csv, line 3, column 'train/reward': '0.x' (step '1') is not a number",
+        ),
+        (HEADER + "0,,0.5,,\n", "metrics.csv, line 2, column 'train/reward': '0.5' (step '') is not a number"),
+    ],
+)
+def test_a_malformed_or_empty_log_is_named_with_its_line_and_column(tmp_path, text, message):
+    run = tmp_path / "run" / "version_0"
+    run.mkdir(parents=True)
+    (run / "metrics.csv").write_text(text)
+    with pytest.raises(ValueError, match=re.escape(f"{run}/{message}")):
+        read_run(run)

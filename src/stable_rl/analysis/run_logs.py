@@ -19,10 +19,23 @@ def read_run(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
         raise FileNotFoundError(f"{path} not found: pass CSVLogger version directories (runs/<name>/version_<n>)")
     series: dict[str, list[tuple[int, float]]] = {}
     with COMPRESSED.get(path.suffix, open)(path, "rt") as f:
-        for row in csv.DictReader(f):
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or "step" not in reader.fieldnames:
+            raise ValueError(
+                f"{path}: no header with a 'step' column (an empty or cut log?): pass a CSVLogger's metrics.csv"
+            )
+        for line, row in enumerate(reader, start=2):
             for name, value in row.items():
                 if name not in ("step", "epoch") and value not in ("", None):
-                    series.setdefault(name, []).append((int(float(row["step"])), float(value)))
+                    try:
+                        series.setdefault(name, []).append((int(float(row["step"])), float(value)))
+                    except (TypeError, ValueError):
+                        raise ValueError(
+                            f"{path}, line {line}, column {name!r}: {value!r} (step {row['step']!r}) is not a number: "
+                            "the log is malformed; fix or remove that line"
+                        ) from None
+    if not series:
+        raise ValueError(f"{path}: the log has no values (a run that logged nothing): nothing to report")
     return series
 
 
