@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 from stable_rl.analysis.heldout_change import HeldoutChange
+from stable_rl.analysis.run_logs import series_of
 from stable_rl.analysis.survival import collapse_time
 
 HERE = Path(__file__).parent
@@ -92,16 +93,6 @@ def dial_table(runs: dict[str, list[dict[str, str]]]) -> str:
     return "\n".join(lines) + "\n" + note
 
 
-def series_of(rows: list[dict[str, str]]) -> dict[str, list[tuple[int, float]]]:
-    """metric -> [(step, value)] from a run's metrics.csv rows (as ``stable_rl`` reads a run's log)."""
-    series: dict[str, list[tuple[int, float]]] = {}
-    for row in rows:
-        for name, value in row.items():
-            if name not in ("step", "epoch") and value not in ("", None):
-                series.setdefault(name, []).append((int(float(row["step"])), float(value)))
-    return series
-
-
 def heldout_after(series: dict[str, list[tuple[int, float]]], updates: int) -> tuple[int, float, int]:
     """(step, held-out avg@4, problems) of the validation after ``updates`` optimizer updates (logged at step
     ``updates`` - 1; the one before training at step 0)."""
@@ -142,7 +133,7 @@ def seed_verdict(name: str, series: dict[str, list[tuple[int, float]]], horizon:
 def rate_table(runs: dict[str, list[dict[str, str]]]) -> str:
     """Part 1's learning-rate table: per candidate rate and seed, the rule's three parts; a rate passes on >= 5 of
     6 seeds, and the largest passing rate is the atlas's."""
-    series = {name: series_of(rows) for name, rows in runs.items()}
+    series = {name: series_of(rows, name) for name, rows in runs.items()}
     horizon = horizon_of(series)
     early = min(300, 3 * horizon // 10 // 100 * 100)  # the validation at or before 3H/10 (every 100 updates)
     lines = [

@@ -68,6 +68,6 @@ def test_the_rate_rule_reads_learning_holding_and_rare_clipping_per_seed():
 
 def test_runs_cut_short_set_the_horizon_to_the_hundreds_every_run_reached():
     runs = {"l0_exact+lr3e-4-s0": control_run(0.30, updates=1000), "l0_exact+lr3e-4-s1": control_run(0.30, updates=757)}
-    series = {name: analysis.series_of(rows) for name, rows in runs.items()}
+    series = {name: analysis.series_of(rows, name) for name, rows in runs.items()}
     assert analysis.horizon_of(series) == 700
     assert analysis.rate_table(runs).startswith("Horizon H = 700 updates; the rule reads held-out after 200 updates.")

@@ -3,11 +3,27 @@
 import csv
 import gzip
 import lzma
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
 COMPRESSED: dict[str, Callable[..., IO[str]]] = {".gz": gzip.open, ".xz": lzma.open}  # committed logs, compressed
+
+
+def series_of(rows: Iterable[dict[str, str]], source: str) -> dict[str, list[tuple[int, float]]]:
+    """metric -> [(step, value)] from a CSVLogger log's rows (the header is line 1 of ``source``, named in errors)."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    for line, row in enumerate(rows, start=2):
+        for name, value in row.items():
+            if name not in ("step", "epoch") and value not in ("", None):
+                try:
+                    series.setdefault(name, []).append((int(float(row["step"])), float(value)))
+                except (TypeError, ValueError):
+                    raise ValueError(
+                        f"{source}, line {line}, column {name!r}: {value!r} (step {row['step']!r}) is not a number: "
+                        "the log is malformed; fix or remove that line"
+                    ) from None
+    return series
 
 
 def read_run(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -17,23 +33,13 @@ def read_run(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     path = next((c for c in candidates if c.is_file()), candidates[0])
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: pass CSVLogger version directories (runs/<name>/version_<n>)")
-    series: dict[str, list[tuple[int, float]]] = {}
     with COMPRESSED.get(path.suffix, open)(path, "rt") as f:
         reader = csv.DictReader(f)
         if not reader.fieldnames or "step" not in reader.fieldnames:
             raise ValueError(
                 f"{path}: no header with a 'step' column (an empty or cut log?): pass a CSVLogger's metrics.csv"
             )
-        for line, row in enumerate(reader, start=2):
-            for name, value in row.items():
-                if name not in ("step", "epoch") and value not in ("", None):
-                    try:
-                        series.setdefault(name, []).append((int(float(row["step"])), float(value)))
-                    except (TypeError, ValueError):
-                        raise ValueError(
-                            f"{path}, line {line}, column {name!r}: {value!r} (step {row['step']!r}) is not a number: "
-                            "the log is malformed; fix or remove that line"
-                        ) from None
+        series = series_of(reader, str(path))
     if not series:
         raise ValueError(f"{path}: the log has no values (a run that logged nothing): nothing to report")
     return series
