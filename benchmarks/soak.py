@@ -16,6 +16,7 @@ import time
 import lightning as L
 
 from benchmarks._fit import fit_with, split_extra
+from stable_rl.analysis.figures import save_figure
 
 
 def rss_mib() -> float:
@@ -110,7 +111,7 @@ def main() -> None:
     for ax in (left, right):
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(args.out, dpi=100)
+    save_figure(fig, args.out)
     print(f"plot: {args.out}")
 
 

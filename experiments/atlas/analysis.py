@@ -1,7 +1,7 @@
 """The atlas's tables, remade from the committed logs (experiments/atlas/logs/*/*.tar.xz, each run's metrics.csv and
 heldout_outcomes.csv as experiments/atlas/pack_logs.sh packed them).
 
-    python experiments/atlas/analysis.py            # writes experiments/atlas/pilot/dial.md
+    python experiments/atlas/analysis.py            # writes experiments/atlas/pilot/dial.md, rate.md, control.png
 """
 
 import csv
@@ -158,6 +158,50 @@ def rate_table(runs: dict[str, list[dict[str, str]]]) -> str:
     return "\n".join(lines)
 
 
+def rolling_mean(points: list[tuple[int, float]], window: int = 20) -> tuple[list[int], list[float]]:
+    """The ``window``-step trailing mean of a per-step series (the collapse endpoint's smoothing, Part 1)."""
+    steps, values = zip(*sorted(points), strict=True)
+    means = [statistics.fmean(values[max(0, i - window + 1) : i + 1]) for i in range(len(values))]
+    return list(steps), means
+
+
+def control_figure(runs: dict[str, list[dict[str, str]]], path: Path) -> None:
+    """The control's runs of each candidate rate, one line per seed: held-out avg@4 after n updates, and the
+    20-step means of training reward and entropy that the collapse endpoint reads."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from stable_rl.analysis.figures import save_figure
+
+    series = {name: series_of(rows, name) for name, rows in sorted(runs.items())}
+    rates = sorted({name.split("+")[1].split("-s")[0] for name in series}, key=lambda r: float(r[2:]), reverse=True)
+    colours = dict(zip(rates, ["tab:red", "tab:blue", "tab:green", "tab:purple"], strict=False))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.4))
+    panels = [
+        ("val/heldout/avg@4", "held-out avg@4 (343 problems x 4)"),
+        ("train/reward", "training reward, 20-step mean"),
+    ]
+    panels.append(("train/entropy", "entropy (nats), 20-step mean"))
+    for ax, (metric, title) in zip(axes, panels, strict=True):
+        for name, s in series.items():
+            rate = name.split("+")[1].split("-s")[0]
+            if metric.startswith("val/"):
+                steps, values = zip(*((step + (step > 0), v) for step, v in s[metric]), strict=True)
+            else:
+                steps, values = rolling_mean(s[metric])
+            label = f"{rate[2:]}" if name.endswith("-s0") else None
+            ax.plot(steps, values, color=colours[rate], alpha=0.6, linewidth=1, label=label)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("optimizer updates")
+        ax.grid(alpha=0.3)
+    axes[0].legend(title="learning rate (6 seeds each)", fontsize=8, title_fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, path)
+    plt.close(fig)
+
+
 def main() -> None:
     out = HERE / "pilot"
     out.mkdir(exist_ok=True)
@@ -168,8 +212,10 @@ def main() -> None:
     print((out / "dial.md").read_text())
     control = HERE / "logs" / "pilot" / "control.tar.xz"
     if control.is_file():
-        (out / "rate.md").write_text("# The learning rate (PROTOCOL.md Part 1)\n\n" + rate_table(read_runs(control)))
+        runs = read_runs(control)
+        (out / "rate.md").write_text("# The learning rate (PROTOCOL.md Part 1)\n\n" + rate_table(runs))
         print((out / "rate.md").read_text())
+        control_figure(runs, out / "control.png")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 # runs/atlas/pilot/<wave>); experiments/atlas/pack_logs.sh packs what they wrote for logs/pilot/<wave>.tar.xz.
 #   bash experiments/atlas/run_pilot.sh dial          # every dial level L0-L7 at 1e-4, seeds 0 and 1, 50 steps (16 runs)
 #   bash experiments/atlas/run_pilot.sh control       # the control (L0, MiniRL) at 3e-4 and 1e-4, seeds 0-5 (12 runs)
-#   bash experiments/atlas/run_pilot.sh power 1e-4    # MiniRL and w/o train-infer IS at L3 and L7, seeds 0 and 1 (8 runs)
+#   bash experiments/atlas/run_pilot.sh power 3e-4    # MiniRL and w/o train-infer IS at L3 and L7, seeds 0-2 (12 runs)
 # FIT_ARGS (e.g. "--trainer.max_time=00:00:19:00") go to every run: a run stopped by max_time keeps its log.
 set -euo pipefail
 wave=${1:?usage: run_pilot.sh dial | control | power RATE}
@@ -22,7 +22,8 @@ case $wave in
     seeds=(0 1 2 3 4 5)
     ;;
   power)
-    rate=${2:?usage: run_pilot.sh power RATE (the rate Part 1 chose, e.g. 1e-4)}
+    rate=${2:?usage: run_pilot.sh power RATE (the rate Part 1 chose: 3e-4, Part 1c)}
+    seeds=(0 1 2) steps=(--trainer.max_steps=900)  # H (Part 1c)
     [ -f "$r/lr/lr$rate.yaml" ] || { echo "no $r/lr/lr$rate.yaml: the rate is one of the candidates" >&2 && exit 2; }
     for level in l3_fp8_kv l7_noise0.3; do
       for method in "" recipes/paper/minirl_no_is.yaml; do

@@ -16,6 +16,16 @@ def test_the_committed_dial_table_is_remade_from_the_committed_logs():
     assert committed.endswith(analysis.dial_table(runs))
 
 
+def test_the_committed_rate_table_is_remade_from_the_committed_control_logs():
+    """Wave 1: 12 control runs (3e-4 and 1e-4, seeds 0-5), each cut by max_time at 940-950 updates: H = 900."""
+    runs = analysis.read_runs(ROOT / "experiments/atlas/logs/pilot/control.tar.xz")
+    updates = sorted(sum(1 for r in rows if r.get("train/reward")) for rows in runs.values())
+    assert len(runs) == 12 and updates[0] == 940 and updates[-1] == 950
+    committed = (ROOT / "experiments/atlas/pilot/rate.md").read_text()
+    assert committed.endswith(analysis.rate_table(runs))
+    assert committed.endswith("The rate: 3e-4.\n")
+
+
 def test_a_level_reads_the_mean_over_its_runs_of_each_runs_median_over_steps():
     """Run s0: steps 0.1, 0.3, 0.2 (median 0.2); run s1: 0.5, 0.4 (median 0.45): the level reads 0.325. Step-0
     held-out 0.2 and 0.1 (L0) against 0.05 and 0.04 (L7): L7 samples below half of L0's 0.15."""

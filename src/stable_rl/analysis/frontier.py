@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stable_rl.analysis.collapse_signs import first_sign, last_logged_step
-from stable_rl.analysis.figures import plot_family
+from stable_rl.analysis.figures import plot_family, save_figure
 from stable_rl.analysis.run_logs import read_run
 
 ALIGNED = ("train/reward", "train/entropy", "train/kl_k3", "train/health/train_infer_abs", "train/grad_norm")
@@ -215,7 +215,7 @@ def plot_frontier(outcomes: list[Outcome], path: Path) -> None:
     )
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -243,7 +243,7 @@ def plot_aligned(runs: dict[str, dict], outcomes: dict[str, Outcome], path: Path
     handles = [plt.Line2D([], [], color=c, label=v) for v, c in colours.items()]
     fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 6), fontsize=7)
     fig.tight_layout(rect=(0, 0, 1, 0.9))
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)
     plt.close(fig)
 
 

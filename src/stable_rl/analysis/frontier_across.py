@@ -14,6 +14,7 @@ import argparse
 import math
 from pathlib import Path
 
+from stable_rl.analysis.figures import save_figure
 from stable_rl.analysis.frontier import Outcome, by_variant, collapsed_mostly, median_lr, outcome
 
 ABSENT = "-"
@@ -91,7 +92,7 @@ def plot(table: dict[str, dict[int, list[Outcome]]], path: Path) -> None:
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)
     plt.close(fig)
 
 

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import lightning as L
 
+from stable_rl.analysis.figures import save_figure
+
 CURVES = (
     "train/reward",
     "train/kl",
@@ -102,7 +104,7 @@ class TrainingReport(L.Callback):
         fig.suptitle("\n".join([title, *notes]) if title or notes else "", fontsize=10)
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path)
         plt.close(fig)
         return panels
 
