@@ -12,7 +12,7 @@ from pathlib import Path
 
 from stable_rl.analysis.heldout_change import HeldoutChange
 from stable_rl.analysis.run_logs import series_of
-from stable_rl.analysis.survival import collapse_time
+from stable_rl.analysis.survival import collapse_time, trailing_means
 
 HERE = Path(__file__).parent
 LEVELS = {  # run-name prefix -> (level, setting), PROTOCOL.md Part 1
@@ -158,13 +158,6 @@ def rate_table(runs: dict[str, list[dict[str, str]]]) -> str:
     return "\n".join(lines)
 
 
-def rolling_mean(points: list[tuple[int, float]], window: int = 20) -> tuple[list[int], list[float]]:
-    """The ``window``-step trailing mean of a per-step series (the collapse endpoint's smoothing, Part 1)."""
-    steps, values = zip(*sorted(points), strict=True)
-    means = [statistics.fmean(values[max(0, i - window + 1) : i + 1]) for i in range(len(values))]
-    return list(steps), means
-
-
 def control_figure(runs: dict[str, list[dict[str, str]]], path: Path) -> None:
     """The control's runs of each candidate rate, one line per seed: held-out avg@4 after n updates, and the
     20-step means of training reward and entropy that the collapse endpoint reads."""
@@ -190,7 +183,7 @@ def control_figure(runs: dict[str, list[dict[str, str]]], path: Path) -> None:
             if metric.startswith("val/"):
                 steps, values = zip(*((step + (step > 0), v) for step, v in s[metric]), strict=True)
             else:
-                steps, values = rolling_mean(s[metric])
+                steps, values = zip(*trailing_means(s[metric], 20), strict=True)
             label = f"{rate[2:]}" if name.endswith("-s0") else None
             ax.plot(steps, values, color=colours[rate], alpha=0.6, linewidth=1, label=label)
         ax.set_title(title, fontsize=10)

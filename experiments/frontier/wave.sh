@@ -1,10 +1,8 @@
 # Sourced by run_*.sh. wave OUT SAVE_DIR PER_GPU "SEEDS" RECIPE...: the recipes x seeds, PER_GPU runs sharing
 # each GPU that CUDA_VISIBLE_DEVICES shows (every GPU where unset), then each run's metrics.csv copied into
-# OUT/logs/<run>/version_0/ as metrics.csv.xz, where git keeps it (stable_rl.analysis.report reads either). (A GPU
+# OUT/logs/<run>/version_0/ as metrics.csv.xz in its shortest exact form (stable_rl.analysis.compact_log), where git
+# keeps it (stable_rl.analysis.report reads either). (A GPU
 # machine's: without a GPU the runs go one at a time.)
-xz_log() {  # stdin -> stdout, xz at its strongest (what analysis.run_logs reads as metrics.csv.xz)
-  python3 -c "import lzma, sys; sys.stdout.buffer.write(lzma.compress(sys.stdin.buffer.read(), preset=9 | lzma.PRESET_EXTREME))"
-}
 wave() {
   local out=$1 runs=$2 per_gpu=$3 seeds=$4
   shift 4
@@ -15,6 +13,6 @@ wave() {
     local name
     name=$(basename "$(dirname "$(dirname "$csv")")")
     mkdir -p "$out/logs/$name/version_0" && rm -f "$out/logs/$name/version_0"/metrics.csv{,.gz}
-    xz_log < "$csv" > "$out/logs/$name/version_0/metrics.csv.xz"
+    python3 -m stable_rl.analysis.compact_log "$csv" --into "$out/logs/$name/version_0/metrics.csv.xz" > /dev/null
   done
 }

@@ -16,9 +16,6 @@
 #   bash experiments/long-task/run_fixed_lr.sh --report [DIR]     # the report again, from the committed logs alone
 #   bash experiments/long-task/run_fixed_lr.sh --report experiments/long-task/fixed_lr/wave1   # the first GPU wave's (experiments/long-task/README.md)
 set -euo pipefail
-xz_log() {  # stdin -> stdout, xz at its strongest (what analysis.run_logs reads as metrics.csv.xz)
-  python3 -c "import lzma, sys; sys.stdout.buffer.write(lzma.compress(sys.stdin.buffer.read(), preset=9 | lzma.PRESET_EXTREME))"
-}
 out=${OUT_DIR:-experiments/long-task/fixed_lr}
 [ "${1:-}" = "--report" ] && out=${2:-$out}  # a DIR only after --report: otherwise every argument is a RATE
 runs=${SAVE_DIR:-runs/long_fixed_lr}
@@ -52,7 +49,7 @@ if [ "${1:-}" != "--report" ]; then
     for run in "$runs/$(name "$spec")"/*/version_0; do
       if [ -f "$run/metrics.csv" ]; then
         dest="$out/logs/$(name "$spec")/version_0"
-        mkdir -p "$dest" && xz_log < "$run/metrics.csv" > "$dest/metrics.csv.xz"
+        mkdir -p "$dest" && python3 -m stable_rl.analysis.compact_log "$run/metrics.csv" --into "$dest/metrics.csv.xz" > /dev/null
         if [ -f "$run/console.log" ]; then  # the run's own console, without this machine's paths
           python3 "$(dirname "$0")/scrub_paths.py" < "$run/console.log" | gzip -9n > "$dest/console.txt.gz"
         fi

@@ -19,7 +19,7 @@ def save_figure(fig, path: Path, dpi: int = 80, colours: int = 64) -> None:
     fig.savefig(buffer, format="png", dpi=dpi)
     buffer.seek(0)
     with Image.open(buffer) as image:
-        image.convert("RGB").quantize(colors=colours).save(path, optimize=True)
+        image.convert("RGB").quantize(colors=colours, method=Image.Quantize.FASTOCTREE).save(path, optimize=True)
 
 
 def plot_family(runs: dict[str, dict], metrics: list[str], path: Path) -> None:
