@@ -1,18 +1,19 @@
 """The atlas's tables, remade from the committed logs (experiments/atlas/logs/*/*.tar.xz, each run's metrics.csv and
 heldout_outcomes.csv as experiments/atlas/pack_logs.sh packed them).
 
-    python experiments/atlas/analysis.py            # writes experiments/atlas/pilot/dial.md, rate.md, control.png
+    python experiments/atlas/analysis.py   # experiments/atlas/pilot/: dial.md, rate.md, control.png, power.md
 """
 
 import csv
 import io
+import math
 import statistics
 import tarfile
 from pathlib import Path
 
 from stable_rl.analysis.heldout_change import HeldoutChange
 from stable_rl.analysis.run_logs import series_of
-from stable_rl.analysis.survival import collapse_time, trailing_means
+from stable_rl.analysis.survival import Survival, collapse_time, logrank_power, trailing_means, weibull_fit_groups
 
 HERE = Path(__file__).parent
 LEVELS = {  # run-name prefix -> (level, setting), PROTOCOL.md Part 1
@@ -158,6 +159,65 @@ def rate_table(runs: dict[str, list[dict[str, str]]]) -> str:
     return "\n".join(lines)
 
 
+POWER_SEEDS = (6, 8, 10, 12, 16, 20)  # Part 2: the smallest with power >= 0.8 against a 2x ratio
+RATIOS = (1.25, 1.5, 2, 3, 4, 6, 8)  # Part 2: the ratios of median times to collapse that n seeds might detect
+
+
+def cells_of(runs: dict[str, list[dict[str, str]]], horizon: int) -> dict[str, list[Survival]]:
+    """Each cell's (run name less its ``-s<seed>``) times to collapse by Part 1's rule, censored at ``horizon``."""
+    cells: dict[str, list[Survival]] = {}
+    for name, rows in sorted(runs.items()):
+        cells.setdefault(name.rsplit("-s", 1)[0], []).append(collapse_time(series_of(rows, name), horizon=horizon - 1))
+    return cells
+
+
+def power_table(
+    runs: dict[str, list[dict[str, str]]], horizon: int = 900, simulations: int = 2000, max_splits: int = 10_000
+) -> str:
+    """Part 2's seeds rule from the power wave: a common Weibull shape and a scale per cell (censored MLE), the
+    reference arm (most collapses; ties: the smaller scale, i.e. the earlier median), the power of the log-rank
+    permutation test against a 2x ratio at each candidate n until one reaches 0.8, and the ratio n detects."""
+    cells = cells_of(runs, horizon)
+    lines = ["| cell | seeds | collapsed | times to collapse (censored: >) | Weibull scale |", "|---|---|---|---|---|"]
+    if any(s.collapsed for runs_ in cells.values() for s in runs_):
+        shape, scales = weibull_fit_groups(list(cells.values()))
+        fitted = dict(zip(cells, scales, strict=True))
+        reference = min(cells, key=lambda c: (-sum(s.collapsed for s in cells[c]), fitted[c]))
+        references = {f"k = {shape:.3g} (fitted), reference {reference}": (shape, fitted[reference])}
+    else:
+        fitted = dict.fromkeys(cells, math.inf)  # no collapse: Part 2's fallback, the reference median at 450
+        references = {f"k = {k} (assumed), median 450": (k, 450 / math.log(2) ** (1 / k)) for k in (1, 2, 4)}
+    for cell, survivals in cells.items():
+        times = ", ".join(f"{s.time:g}" if s.collapsed else f">{s.time:g}" for s in survivals)
+        scale = f"{fitted[cell]:.0f}" if math.isfinite(fitted[cell]) else "none (no collapse)"
+        lines.append(f"| {cell} | {len(survivals)} | {sum(s.collapsed for s in survivals)} | {times} | {scale} |")
+
+    def power(shape: float, scale: float, ratio: float, n: int) -> float:
+        return logrank_power(shape, scale, ratio, n, horizon, simulations=simulations, max_splits=max_splits)
+
+    lines += [
+        "",
+        "| model | seeds | power against 2x | smallest ratio detected with power >= 0.8 |",
+        "|---|---|---|---|",
+    ]
+    fallback = len(references) > 1  # no collapse: n = 6 (Part 2), its power under each assumed shape
+    chosen = []
+    for label, (shape, scale) in references.items():
+        curve = {}
+        for n in POWER_SEEDS[:1] if fallback else POWER_SEEDS:
+            curve[n] = power(shape, scale, 2.0, n)
+            if curve[n] >= 0.8:
+                break
+        n = next((n for n, p in curve.items() if p >= 0.8), max(curve))
+        detected = next((r for r in RATIOS if power(shape, scale, r, n) >= 0.8), None)
+        for m, p in curve.items():
+            found = (f"{detected:g}x" if detected else "beyond 8x") if m == n else ""
+            lines.append(f"| {label} | {m} | {p:.3f} | {found} |")
+        chosen.append(n)
+    lines.append(f"\nSeeds per cell: {chosen[0]} (Part 2's rule; {simulations} simulations each, horizon {horizon}).\n")
+    return "\n".join(lines)
+
+
 def control_figure(runs: dict[str, list[dict[str, str]]], path: Path) -> None:
     """The control's runs of each candidate rate, one line per seed: held-out avg@4 after n updates, and the
     20-step means of training reward and entropy that the collapse endpoint reads."""
@@ -209,6 +269,10 @@ def main() -> None:
         (out / "rate.md").write_text("# The learning rate (PROTOCOL.md Part 1)\n\n" + rate_table(runs))
         print((out / "rate.md").read_text())
         control_figure(runs, out / "control.png")
+    power = HERE / "logs" / "pilot" / "power.tar.xz"
+    if power.is_file():
+        (out / "power.md").write_text("# Seeds per cell (PROTOCOL.md Part 2)\n\n" + power_table(read_runs(power)))
+        print((out / "power.md").read_text())
 
 
 if __name__ == "__main__":

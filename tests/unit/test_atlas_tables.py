@@ -1,7 +1,10 @@
 """The atlas's tables are remade from the committed logs, and its readings are what they say (experiments/atlas)."""
 
 import importlib.util
+import math
 from pathlib import Path
+
+from stable_rl.analysis.survival import Survival, logrank_power, weibull_fit_groups
 
 ROOT = Path(__file__).parents[2]
 spec = importlib.util.spec_from_file_location("atlas_analysis", ROOT / "experiments/atlas/analysis.py")
@@ -81,3 +84,39 @@ def test_runs_cut_short_set_the_horizon_to_the_hundreds_every_run_reached():
     series = {name: analysis.series_of(rows, name) for name, rows in runs.items()}
     assert analysis.horizon_of(series) == 700
     assert analysis.rate_table(runs).startswith("Horizon H = 700 updates; the rule reads held-out after 200 updates.")
+
+
+def power_wave(collapses):
+    """Made-up power-wave runs: cell name -> per seed, the step its reward drops to 0 (None: it holds), 900 updates."""
+    return {
+        f"{cell}-s{s}": control_run(0.30, collapse_at=c, updates=900)
+        for cell, cs in collapses.items()
+        for s, c in enumerate(cs)
+    }
+
+
+def test_the_seeds_rule_reads_a_shared_weibull_shape_and_the_arm_with_most_collapses():
+    """L7 w/o IS collapses at 210, 410, 610 (reward 0 from 200, 400, 600: the 20-step mean halves 10 steps later),
+    L7 MiniRL once at 310: the reference is L7 w/o IS; its scale and the power are those of the survival module."""
+    cells = {
+        "l3_fp8_kv+lr3e-4": [None] * 3,
+        "l3_fp8_kv+lr3e-4+minirl_no_is": [None] * 3,
+        "l7_noise0.3+lr3e-4": [300, None, None],
+        "l7_noise0.3+lr3e-4+minirl_no_is": [200, 400, 600],
+    }
+    table = analysis.power_table(power_wave(cells), simulations=20)
+    survivals = [[Survival(t, True) for t in (310,)] + [Survival(899, False)] * 2]
+    groups = [[Survival(899, False)] * 3] * 2 + survivals + [[Survival(t, True) for t in (210, 410, 610)]]
+    shape, scales = weibull_fit_groups(groups)
+    assert f"| l7_noise0.3+lr3e-4+minirl_no_is | 3 | 3 | 210, 410, 610 | {scales[3]:.0f} |" in table
+    assert "| l3_fp8_kv+lr3e-4 | 3 | 0 | >899, >899, >899 | none (no collapse) |" in table
+    power6 = logrank_power(shape, scales[3], 2.0, 6, 900, simulations=20, max_splits=10_000)
+    assert f"| k = {shape:.3g} (fitted), reference l7_noise0.3+lr3e-4+minirl_no_is | 6 | {power6:.3f} |" in table
+
+
+def test_without_a_collapse_the_atlas_plans_six_seeds_and_reports_assumed_shapes():
+    table = analysis.power_table(power_wave({"l3_fp8_kv+lr3e-4": [None] * 3}), simulations=20)
+    for k in (1, 2, 4):
+        power = logrank_power(k, 450 / math.log(2) ** (1 / k), 2.0, 6, 900, simulations=20, max_splits=10_000)
+        assert f"| k = {k} (assumed), median 450 | 6 | {power:.3f} |" in table
+    assert table.endswith("Seeds per cell: 6 (Part 2's rule; 20 simulations each, horizon 900).\n")

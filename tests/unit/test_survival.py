@@ -14,6 +14,7 @@ from stable_rl.analysis.survival import (
     logrank_z,
     trailing_means,
     weibull_fit,
+    weibull_fit_groups,
 )
 
 
@@ -80,6 +81,16 @@ def test_six_against_six_all_apart_gives_the_smallest_exact_p():
     assert logrank_permutation_p(a, b) == pytest.approx(2 / math.comb(12, 6))
 
 
+def test_above_max_splits_the_p_value_comes_from_random_splits_near_the_exact_one():
+    """6 against 6 (924 splits) with max_splits=400: within 3 standard errors of the exact p, and seeded."""
+    a = [Survival(t, True) for t in (120, 150, 200, 260, 400, 700)]
+    b = [Survival(t, t < 900) for t in (180, 330, 500, 900, 900, 900)]
+    exact = logrank_permutation_p(a, b)
+    sampled = logrank_permutation_p(a, b, max_splits=400)
+    assert 0.01 < exact < 0.9 and abs(sampled - exact) < 3 * math.sqrt(exact * (1 - exact) / 400)
+    assert sampled == logrank_permutation_p(a, b, max_splits=400) != logrank_permutation_p(a, b, max_splits=400, seed=1)
+
+
 def test_weibull_fit_solves_its_score_equation_and_reads_the_exponential_case():
     """At the censored MLE, 1/k + sum_events log t / d - sum t^k log t / sum t^k = 0 (the profile's score),
     lam^k = sum t^k / d; quantile-spaced draws from Weibull(1.5, 300) give back about that."""
@@ -95,6 +106,27 @@ def test_weibull_fit_solves_its_score_equation_and_reads_the_exponential_case():
     assert k == pytest.approx(1.5, rel=0.05) and lam == pytest.approx(300, rel=0.05)
     with pytest.raises(ValueError, match="no run collapsed"):
         weibull_fit([Survival(10, False)])
+
+
+def test_a_shared_shape_with_a_scale_per_group_solves_the_pooled_score_equation():
+    """Groups drawn from Weibull(1.5, 300) and Weibull(1.5, 600), censored at 500, and a group that never
+    collapsed: at the MLE, sum_g d_g / k + sum_events log t - sum_g d_g sum_g t^k log t / sum_g t^k = 0, each
+    lam_g^k = sum_g t^k / d_g, and the group without a collapse has no finite scale."""
+    u = (np.arange(200) + 0.5) / 200
+    groups = [
+        [Survival(float(min(t, 500)), bool(t <= 500)) for t in lam * (-np.log(1 - u)) ** (1 / 1.5)]
+        for lam in (300, 600)
+    ]
+    k, scales = weibull_fit_groups([*groups, [Survival(500, False)] * 3])
+    score = 0.0
+    for g, lam in zip(groups, scales, strict=False):
+        t, e = np.array([r.time for r in g]), np.array([r.collapsed for r in g])
+        score += e.sum() / k + np.log(t[e]).sum() - e.sum() * (t**k * np.log(t)).sum() / (t**k).sum()
+        assert lam == pytest.approx(((t**k).sum() / e.sum()) ** (1 / k))
+    assert abs(score) < 1e-5
+    assert k == pytest.approx(1.5, rel=0.05) and scales[0] == pytest.approx(300, rel=0.05)
+    assert scales[1] == pytest.approx(600, rel=0.08) and scales[2] == math.inf
+    assert weibull_fit(groups[0]) == (weibull_fit_groups([groups[0]])[0], weibull_fit_groups([groups[0]])[1][0])
 
 
 def test_power_is_small_without_an_effect_and_near_one_with_a_large_one():

@@ -3,8 +3,9 @@
 A run collapses at the first step at or after a warm-up where, over a trailing window, the training reward has
 fallen below a fraction of its best window so far, or the entropy is below a floor, or where non-finite updates
 were skipped several steps in a row; a run that does neither is censored at its last step. Two arms (seeds of two
-methods) are compared by the log-rank test, exactly: its statistic under every relabelling of the pooled runs. The
-power of that test for a planned number of seeds comes from simulating Weibull times fitted to pilot runs.
+methods) are compared by the log-rank test under relabellings of the pooled runs: every one where they are few
+enough, a seeded random sample otherwise. The power of that test for a planned number of seeds comes from
+simulating Weibull times fitted to pilot runs (one shape shared by several arms, a scale each).
 """
 
 import math
@@ -88,36 +89,52 @@ def logrank_z(a: list[Survival], b: list[Survival]) -> float:
     return float(_logrank_z(times, events, np.arange(len(a) + len(b))[None, :] < len(a))[0])
 
 
-def logrank_permutation_p(a: list[Survival], b: list[Survival]) -> float:
-    """Two-sided p of the exact permutation log-rank test: the share of the C(n_a + n_b, n_a) splits of the pooled
-    runs into arms of these sizes whose |statistic| is at least the observed one."""
+def logrank_permutation_p(a: list[Survival], b: list[Survival], max_splits: int = 100_000, seed: int = 0) -> float:
+    """Two-sided p of the permutation log-rank test: the share of splits of the pooled runs into arms of these sizes
+    whose |statistic| is at least the observed one; every one of the C(n_a + n_b, n_a) splits where there are at
+    most ``max_splits``, otherwise the observed split and ``max_splits`` - 1 drawn at random (seeded)."""
     runs = a + b
     times = np.array([s.time for s in runs], dtype=float)
     events = np.array([s.collapsed for s in runs])
-    splits = np.zeros((math.comb(len(runs), len(a)), len(runs)), dtype=bool)
-    for row, members in enumerate(combinations(range(len(runs)), len(a))):
-        splits[row, list(members)] = True
+    count = math.comb(len(runs), len(a))
+    if count <= max_splits:
+        splits = np.zeros((count, len(runs)), dtype=bool)
+        for row, members in enumerate(combinations(range(len(runs)), len(a))):
+            splits[row, list(members)] = True
+    else:
+        order = np.random.default_rng(seed).random((max_splits, len(runs))).argsort(1)
+        splits = order < len(a)
+        splits[0] = np.arange(len(runs)) < len(a)
     z = np.abs(_logrank_z(times, events, splits))
     return float(np.mean(z >= z[0] - 1e-9))  # the first split is the observed one (a's runs come first)
 
 
 def weibull_fit(runs: list[Survival]) -> tuple[float, float]:
-    """(shape k, scale lam) maximising the censored Weibull likelihood: sum over collapses of log f(t) plus sum over
-    censored runs of log S(t), S(t) = exp(-(t / lam)^k). For a given k, lam^k = sum t^k / collapses; k by golden
-    section on log k in [log 0.05, log 50]."""
-    t = np.array([s.time for s in runs], dtype=float)
-    e = np.array([s.collapsed for s in runs])
-    if not e.any():
+    """(shape k, scale lam) maximising the censored Weibull likelihood of one group (``weibull_fit_groups``)."""
+    k, (lam,) = weibull_fit_groups([runs])
+    return k, lam
+
+
+def weibull_fit_groups(groups: list[list[Survival]]) -> tuple[float, list[float]]:
+    """(shape k shared by the groups, each group's scale lam_g) maximising the censored Weibull likelihood: sum over
+    collapses of log f(t) plus sum over censored runs of log S(t), S(t) = exp(-(t / lam_g)^k). For a given k,
+    lam_g^k = sum_g t^k / collapses_g; k by golden section on log k in [log 0.05, log 50]. A group without a
+    collapse has no finite scale (inf) and adds nothing to k."""
+    times = [np.array([s.time for s in g], dtype=float) for g in groups]
+    events = [np.array([s.collapsed for s in g]) for g in groups]
+    if not any(e.any() for e in events):
         raise ValueError("no run collapsed: a Weibull fit needs at least one collapse")
-    if (t <= 0).any():
-        raise ValueError(f"times to collapse must be positive, got {sorted(t)}")
-    log_t = np.log(t)
+    if any((t <= 0).any() for t in times):
+        raise ValueError(f"times to collapse must be positive, got {sorted(np.concatenate(times))}")
+    fitted = [(np.log(t), e) for t, e in zip(times, events, strict=True) if e.any()]
 
     def profile(log_k: float) -> float:
-        k = math.exp(log_k)
-        scaled = np.exp(k * (log_t - log_t.max()))  # t^k / max(t)^k: no overflow
-        log_lam_k = k * log_t.max() + math.log(scaled.sum() / e.sum())
-        return e.sum() * (log_k - log_lam_k) + (k - 1) * log_t[e].sum() - e.sum()
+        k, total = math.exp(log_k), 0.0
+        for log_t, e in fitted:
+            scaled = np.exp(k * (log_t - log_t.max()))  # t^k / max(t)^k: no overflow
+            log_lam_k = k * log_t.max() + math.log(scaled.sum() / e.sum())
+            total += e.sum() * (log_k - log_lam_k) + (k - 1) * log_t[e].sum() - e.sum()
+        return total
 
     low, high = math.log(0.05), math.log(50.0)
     golden = (math.sqrt(5) - 1) / 2
@@ -125,8 +142,10 @@ def weibull_fit(runs: list[Survival]) -> tuple[float, float]:
         x1, x2 = high - golden * (high - low), low + golden * (high - low)
         low, high = (low, x2) if profile(x1) > profile(x2) else (x1, high)
     k = math.exp((low + high) / 2)
-    lam = (np.sum(t**k) / e.sum()) ** (1 / k)
-    return k, float(lam)
+    scales = [
+        float((np.sum(t**k) / e.sum()) ** (1 / k)) if e.any() else math.inf for t, e in zip(times, events, strict=True)
+    ]
+    return k, scales
 
 
 def logrank_power(
@@ -138,8 +157,9 @@ def logrank_power(
     simulations: int = 500,
     alpha: float = 0.05,
     seed: int = 0,
+    max_splits: int = 100_000,
 ) -> float:
-    """The share of ``simulations`` in which the exact permutation log-rank test at level ``alpha`` tells apart two
+    """The share of ``simulations`` in which the permutation log-rank test at level ``alpha`` tells apart two
     arms of ``seeds`` runs each, one with Weibull(``shape``, ``scale``) times to collapse and one ``ratio`` times
     later (the same shape: every quantile, the median too, ``ratio`` times later), both censored at ``horizon``."""
     rng = np.random.default_rng(seed)
@@ -149,5 +169,5 @@ def logrank_power(
         for lam in (scale, ratio * scale):
             draws = lam * rng.weibull(shape, seeds)
             arms.append([Survival(min(x, horizon), bool(x <= horizon)) for x in draws])
-        detected += logrank_permutation_p(*arms) <= alpha
+        detected += logrank_permutation_p(*arms, max_splits=max_splits, seed=int(rng.integers(2**31))) <= alpha
     return detected / simulations
