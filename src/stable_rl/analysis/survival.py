@@ -165,9 +165,9 @@ def logrank_power(
     rng = np.random.default_rng(seed)
     detected = 0
     for _ in range(simulations):
-        arms = []
-        for lam in (scale, ratio * scale):
-            draws = lam * rng.weibull(shape, seeds)
-            arms.append([Survival(min(x, horizon), bool(x <= horizon)) for x in draws])
-        detected += logrank_permutation_p(*arms, max_splits=max_splits, seed=int(rng.integers(2**31))) <= alpha
+        early, late = (
+            [Survival(min(x, horizon), bool(x <= horizon)) for x in lam * rng.weibull(shape, seeds)]
+            for lam in (scale, ratio * scale)
+        )
+        detected += logrank_permutation_p(early, late, max_splits=max_splits, seed=int(rng.integers(2**31))) <= alpha
     return detected / simulations
