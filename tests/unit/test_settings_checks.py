@@ -7,6 +7,7 @@ from jsonargparse import Namespace
 
 from stable_rl.cli import main
 from stable_rl.cli.app import check_checkpoint_file, check_trainer_settings
+from stable_rl.cli.config_syntax import syntax_error
 from stable_rl.data import ReasoningGymPrompts
 from stable_rl.rl import RolloutDataModule
 from stable_rl.rollout import HFEngine
@@ -102,6 +103,35 @@ def test_a_yaml_syntax_error_names_the_config_file_and_line(tmp_path, capsys, mo
     with pytest.raises(SystemExit):
         main(["fit", f"--config={REPO / 'recipes/minirl.yaml'}", "--config", str(bad)])
     assert f"error: config file {bad} is not valid YAML: {message}" in capsys.readouterr().err
+
+
+LOLS = ", ".join(["lol"] * 10)
+LAUGHS = f"a0: &a0 [{LOLS}]\n" + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9))
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [(LAUGHS, "to 1,234,567,900 values"), ("a: &a [1, *a]\n", "without end (an alias inside its own anchor)")],
+    ids=["billion-laughs", "alias-in-its-own-anchor"],
+)
+def test_yaml_aliases_nested_in_anchors_are_refused_before_any_walk(tmp_path, capsys, monkeypatch, text, size):
+    """Nine lines of aliases nested in anchors expand to a billion values: the settings walk spun through them at
+    100% CPU (a cycle: a RecursionError). Their size is counted in time linear in the file, and refused."""
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(text)
+    with pytest.raises(SystemExit):
+        main(["fit", f"--config={REPO / 'recipes/minirl.yaml'}", "--config", str(bomb)])
+    assert capsys.readouterr().err.endswith(
+        f"error: config file {bomb} expands {size} through its YAML aliases (*name) nested in anchors (&name), a "
+        "'billion laughs'; a config holds at most 100,000: write the settings out, or nest fewer aliases\n"
+    )
+
+
+def test_aliases_of_a_few_values_are_kept(tmp_path):
+    config = tmp_path / "aliases.yaml"
+    config.write_text("lr: &lr 0.001\ngroups: &g [1, 2]\nmodel:\n  init_args:\n    lr: *lr\n    g: [*g, *g]\n")
+    assert syntax_error(config) is None
 
 
 @pytest.mark.parametrize(
