@@ -7,6 +7,7 @@ from jsonargparse import Namespace
 
 from stable_rl.cli import main
 from stable_rl.cli.app import check_checkpoint_file, check_trainer_settings
+from stable_rl.cli.components import check_components
 from stable_rl.cli.config_syntax import syntax_error
 from stable_rl.data import ReasoningGymPrompts
 from stable_rl.rl import RolloutDataModule
@@ -177,3 +178,50 @@ def test_an_old_name_is_told_its_new_one(tmp_path, capsys, monkeypatch, old_yaml
     with pytest.raises(SystemExit):
         main(["fit", base, old_arg])
     assert on_command_line in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("setting", "base"),
+    [
+        ("optimizer", "torch.optim.Optimizer (e.g. torch.optim.AdamW)"),
+        ("lr_scheduler", "torch.optim.lr_scheduler.LRScheduler (e.g. torch.optim.lr_scheduler.LinearLR)"),
+    ],
+    ids=["optimizer", "lr_scheduler"],
+)
+def test_a_function_named_as_a_components_class_is_refused_before_it_is_called(tmp_path, monkeypatch, setting, base):
+    """jsonargparse takes a function as the class_path of a callable setting and called it, with its init_args,
+    when it built the objects: here a shell command."""
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+    ran = tmp_path / "ran"
+    config = tmp_path / "shell.yaml"
+    config.write_text(
+        f"model:\n  init_args:\n    {setting}:\n      class_path: subprocess.getoutput\n"
+        f"      init_args:\n        cmd: touch {ran}\n"
+    )
+    with pytest.raises(ValueError) as caught:
+        main(["fit", f"--config={REPO / 'recipes/minirl.yaml'}", f"--config={config}"])
+    assert str(caught.value) == (
+        f"model.init_args.{setting}.class_path: subprocess.getoutput is not a subclass of {base}: a class_path "
+        "names the class of the component to build, never a function to call"
+    )
+    assert not ran.exists()
+
+
+def test_every_class_path_names_a_class_of_its_kind():
+    config = {
+        "model": {"class_path": "os.getcwd"},
+        "trainer": {
+            "callbacks": [{"class_path": "stable_rl.callbacks.TrainingReport"}, {"class_path": "torch.nn.Linear"}]
+        },
+    }
+    with pytest.raises(ValueError, match=r"^model.class_path: os.getcwd is not a class: a class_path names the class"):
+        check_components(config)
+    config["model"]["class_path"] = "stable_rl.rl.PolicyModule"
+    with pytest.raises(ValueError) as caught:
+        check_components(config)
+    assert str(caught.value).startswith(
+        "trainer.callbacks[1].class_path: torch.nn.Linear is not a subclass of lightning.pytorch.callbacks.Callback "
+        "(e.g. lightning.pytorch.callbacks.ModelCheckpoint)"
+    )
+    config["trainer"]["callbacks"].pop()
+    check_components(config)
