@@ -15,6 +15,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 from stable_rl.compat.lightning import attached_trainer
 from stable_rl.dtypes import Dtype
 from stable_rl.kernels import LIGER, compile_decoder_layers, register_liger_experts, use_liger_norms
+from stable_rl.policy.finite import check_learning_rate
 from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.policy.model_dir import check_model_dir
 from stable_rl.policy.resume_settings import apply_to_live_optimizer, check_optimizer_class, configured_optimizer
@@ -132,6 +133,7 @@ class HFPolicyModule(L.LightningModule):
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.policy.parameters())
+        check_learning_rate(optimizer)
         if self.lr_scheduler_factory is None:
             return optimizer
         return {

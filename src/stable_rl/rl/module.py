@@ -34,6 +34,7 @@ from stable_rl.compat.lightning import attached_trainer, count_skipped_optimizer
 from stable_rl.dtypes import Dtype
 from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_kl
 from stable_rl.objectives import LossInputs, MiniRL, Objective
+from stable_rl.policy.finite import first_nonfinite
 from stable_rl.policy.module import HFPolicyModule
 from stable_rl.policy.resume_settings import describe
 from stable_rl.policy.runtime import ModelRuntime
@@ -341,9 +342,21 @@ class PolicyModule(HFPolicyModule):
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         """Stop after ``max_nonfinite_updates`` non-finite updates in a row, with a checkpoint written at
-        the end of the global step (where Lightning's own checkpoints resume from)."""
+        the end of the global step (where Lightning's own checkpoints resume from), if its state is finite."""
         if self.nonfinite_in_row < self.max_nonfinite_updates:
             return
+        bad = first_nonfinite(self.policy, self.optimizers(use_pl_optimizer=False))
+        anywhere = self.trainer.strategy.reduce(
+            torch.tensor(float(bad is not None), device=self.device), reduce_op="sum"
+        )
+        if anywhere > 0:  # every process agrees, as the save is collective
+            raise FloatingPointError(
+                f"{self.nonfinite_in_row} updates in a row had a non-finite (NaN/inf) loss or gradient, and the "
+                f"model's state is itself non-finite ({bad or 'on another process'}): an earlier update made it so "
+                "(a learning rate too large, an overflow), so no checkpoint was saved. Resume with --ckpt_path from "
+                "a checkpoint written before that update, with a lower model.optimizer learning rate or training in "
+                "float32 (model.dtype)"
+            )
         root = self.trainer.log_dir or self.trainer.default_root_dir
         path = f"{root}/checkpoints/nonfinite-step={self.global_step}.ckpt"
         self.trainer.save_checkpoint(path)
