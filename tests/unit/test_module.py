@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from stable_rl import StableRLWarning
 from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks import PolicyForwardCallback
 from stable_rl.objectives import CISPO, MiniRL
@@ -226,7 +227,7 @@ def test_a_non_finite_update_is_skipped_without_a_trace(tiny_model_path):
         train_on(batches, module, steps=len(batches), callbacks=[Counts()])
         return torch.cat([p.detach().flatten() for p in module.policy.parameters()]), module.trainer.global_step
 
-    with pytest.warns(UserWarning, match="non-finite loss or gradient at step 0: update skipped"):
+    with pytest.warns(StableRLWarning, match="non-finite loss or gradient at step 0: update skipped"):
         good = fixed_batch(vocab=2048, version=1)
         good.verifier_timeouts = 2  # responses the data module's verifier scored 0 after its timeout
         skipped_first, steps = trained([nan_batch(version=0), good])
@@ -239,7 +240,7 @@ def test_a_non_finite_update_is_skipped_without_a_trace(tiny_model_path):
 def test_non_finite_updates_in_a_row_stop_with_the_last_good_state(tiny_model_path, tmp_path):
     module = PolicyModule(tiny_model_path, max_nonfinite_updates=2)
     with (
-        pytest.warns(UserWarning, match=r"update skipped \([12] in a row"),
+        pytest.warns(StableRLWarning, match=r"update skipped \([12] in a row"),
         pytest.raises(FloatingPointError, match=r"2 updates in a row .* lower"),
     ):
         train_on([nan_batch(version=0), nan_batch(version=1)], module, steps=5, root=tmp_path)
@@ -275,7 +276,7 @@ def test_the_non_finite_guard_saves_no_checkpoint_of_a_non_finite_state(tiny_mod
     with torch.no_grad():
         weight[0, 0] = float("inf")
     with (
-        pytest.warns(UserWarning, match=r"update skipped \([12] in a row"),
+        pytest.warns(StableRLWarning, match=r"update skipped \([12] in a row"),
         pytest.raises(FloatingPointError) as caught,
     ):
         train_on([fixed_batch(vocab=2048, version=0), fixed_batch(vocab=2048, version=1)], module, 5, root=tmp_path)

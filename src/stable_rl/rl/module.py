@@ -27,6 +27,7 @@ from torch import Tensor
 from torch.distributed.tensor import DTensor
 from torchmetrics.aggregation import SumMetric
 
+from stable_rl import StableRLWarning
 from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.checkpoint_io import check_writable
@@ -121,7 +122,9 @@ class PolicyModule(HFPolicyModule):
         super().on_load_checkpoint(checkpoint)
         saved, mine = checkpoint.get("objective"), describe(self.objective)
         if saved is not None and saved != mine:
-            rank_zero_warn(f"resumed with objective {mine}, the checkpoint was trained with {saved}")
+            rank_zero_warn(
+                f"resumed with objective {mine}, the checkpoint was trained with {saved}", category=StableRLWarning
+            )
 
     def batch_logprobs(self, batch: RolloutBatch, entropy: bool = True) -> tuple[Tensor, Tensor | None]:
         """Position-aligned log pi and entropy (None with ``entropy=False``), [M, L] each, at the batch's
@@ -337,7 +340,8 @@ class PolicyModule(HFPolicyModule):
         self.nonfinite_in_row += 1
         rank_zero_warn(
             f"non-finite loss or gradient at step {self.global_step - 1}: update skipped "
-            f"({self.nonfinite_in_row} in a row, model.max_nonfinite_updates={self.max_nonfinite_updates})"
+            f"({self.nonfinite_in_row} in a row, model.max_nonfinite_updates={self.max_nonfinite_updates})",
+            category=StableRLWarning,
         )
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
