@@ -17,7 +17,8 @@ from stable_rl.compat.lightning import is_local_path
 class AtomicCheckpointIO(TorchCheckpointIO):
     """``TorchCheckpointIO`` whose local saves are atomic and durable: the checkpoint is written to a
     temporary file in the target's directory, flushed to disk (fsync), renamed over the target and
-    the directory entry fsynced. A process killed at any point leaves the previous checkpoint whole.
+    the directory entry fsynced. A process killed at any point leaves the previous checkpoint whole; a save
+    the system stops (a full disk, the folder deleted) leaves it whole too and is named with its fix.
 
     Lightning's own local save stages the file in the system temp directory and moves it, which is a
     plain copy into the target when the two are on different filesystems (a kill mid-copy leaves a
@@ -36,10 +37,34 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(staging, path)
+            fsync(path.parent)
+        except OSError as error:
+            Path(staging).unlink(missing_ok=True)
+            raise OSError(save_failure(path, error)) from error
         except BaseException:
             Path(staging).unlink(missing_ok=True)
             raise
-        fsync(path.parent)
+
+
+def save_failure(path: Path, error: OSError) -> str:
+    """What stopped the save of checkpoint ``path`` (a full disk, its folder deleted), and the fix."""
+    cause = f"{errno.errorcode.get(error.errno or 0, 'error')}: {error.strerror or error}"
+    if error.errno in (errno.ENOSPC, errno.EDQUOT):
+        what = (
+            f"the disk holding {path.parent} is full ({cause}). Free space there (old checkpoints, a lower "
+            "ModelCheckpoint save_top_k) or set the ModelCheckpoint's dirpath to a disk with room"
+        )
+    elif error.errno == errno.ENOENT:
+        what = (
+            f"its folder {path.parent} was deleted or moved while the run wrote into it ({cause}). Leave a run's "
+            "folder in place while it runs"
+        )
+    else:
+        what = f"{path.parent} failed ({cause}). Fix that folder (its permissions, its disk)"
+    return (
+        f"checkpoint {path} was not saved: {what}; then resume with --ckpt_path from the newest checkpoint left. "
+        "Nothing half-written was left in its place"
+    )
 
 
 def check_writable(directory: str | Path, setting: str) -> None:

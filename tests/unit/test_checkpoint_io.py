@@ -1,10 +1,13 @@
 """AtomicCheckpointIO: a process SIGKILLed in the middle of a save leaves the previous checkpoint whole."""
 
+import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from stable_rl.checkpoint_io import AtomicCheckpointIO
@@ -55,3 +58,44 @@ def test_a_failed_save_removes_its_staging_file_and_keeps_the_target(tmp_path):
         raise AssertionError("pickling a lambda should fail")
     assert [p.name for p in tmp_path.iterdir()] == ["step=1.ckpt"]
     assert AtomicCheckpointIO().load_checkpoint(path) == {"step": 1}
+
+
+def test_a_full_disk_mid_save_is_named_and_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "last.ckpt"
+    AtomicCheckpointIO().save_checkpoint({"step": 1}, path)
+
+    def half_then_full(obj, f):  # the disk fills half-way through the write
+        f.write(b"half a checkpoint")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(torch, "save", half_then_full)
+    with pytest.raises(OSError) as caught:
+        AtomicCheckpointIO().save_checkpoint({"step": 2}, path)
+    assert str(caught.value) == (
+        f"checkpoint {path} was not saved: the disk holding {tmp_path} is full (ENOSPC: No space left on device). "
+        "Free space there (old checkpoints, a lower ModelCheckpoint save_top_k) or set the ModelCheckpoint's "
+        "dirpath to a disk with room; then resume with --ckpt_path from the newest checkpoint left. Nothing "
+        "half-written was left in its place"
+    )
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+    assert AtomicCheckpointIO().load_checkpoint(path) == {"step": 1}
+
+
+def test_a_run_folder_deleted_mid_save_is_named(tmp_path, monkeypatch):
+    folder = tmp_path / "run" / "checkpoints"
+    real_save = torch.save
+
+    def save_then_delete_the_run(obj, f):
+        real_save(obj, f)
+        shutil.rmtree(tmp_path / "run")  # e.g. an `rm -rf runs/old` that caught the live run
+
+    monkeypatch.setattr(torch, "save", save_then_delete_the_run)
+    with pytest.raises(OSError) as caught:
+        AtomicCheckpointIO().save_checkpoint({"step": 2}, folder / "last.ckpt")
+    assert str(caught.value) == (
+        f"checkpoint {folder / 'last.ckpt'} was not saved: its folder {folder} was deleted or moved while the run "
+        "wrote into it (ENOENT: No such file or directory). Leave a run's folder in place while it runs; then resume "
+        "with --ckpt_path from the newest checkpoint left. Nothing half-written was left in its place"
+    )
+    assert not (tmp_path / "run").exists()

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from stable_rl import StableRLWarning
 from stable_rl.data import FilePrompts
 from stable_rl.data.gold_answers import usable_problems
 from stable_rl.data.prompts import Problem
@@ -24,7 +25,7 @@ def verifier():
 
 def test_gold_answers_that_would_score_every_response_0_are_dropped_by_name(verifier):
     problems = [Problem(f"q{i}", answer) for i, answer in enumerate(ANSWERS)]
-    with pytest.warns(UserWarning) as caught:
+    with pytest.warns(StableRLWarning) as caught:
         kept = usable_problems(problems, verifier, "data.prompts (p.jsonl)")
     assert [p.answer for p in kept] == ["3", r"\frac{1}{2}", "-7", "x^2+1"]
     assert str(caught[0].message) == (
@@ -62,7 +63,7 @@ def test_the_data_module_loads_only_usable_problems(tmp_path, tiny_model_path, v
     named = re.escape(
         f"of data.prompts ({path}): math-verify cannot use their gold answer (row 1: '(10^{{100}})!' runs"
     )
-    with pytest.warns(UserWarning, match=f"dropped 1 of the 4 problems {named}"):
+    with pytest.warns(StableRLWarning, match=f"dropped 1 of the 4 problems {named}"):
         data.setup("fit")
     assert [p.answer for p in data.problems] == ["1", "2", "3"]
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from test_module import fixed_batch, frozen_policy, train_on
+from test_module import fixed_batch, policy_and_pi_old, train_on
 
 from stable_rl.metrics import StepMetrics
 from stable_rl.rl.health import (
@@ -101,7 +101,7 @@ def test_on_policy_step_logs_the_split(tiny_model_path):
     """N = 1: pi_theta = pi_old at the update, so the staleness part is zero and the total is the
     training-inference part, computed here by hand from the policy before the step."""
     batch = fixed_batch(vocab=2048)
-    module, old, _ = frozen_policy(tiny_model_path, batch)
+    module, old, _ = policy_and_pi_old(tiny_model_path, batch)
     mask = batch.response_mask
     gap = (old - batch.rollout_logprobs)[mask]
     module.health_threshold = float(gap.abs().median())

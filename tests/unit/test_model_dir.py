@@ -5,11 +5,14 @@ its weights (training on given token ids needs no tokenizer)."""
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from stable_rl.data import ReasoningGymPrompts
 from stable_rl.policy.model_dir import check_model_dir, checked_tokenizer
-from stable_rl.rl import PolicyModule
+from stable_rl.rl import PolicyModule, RolloutDataModule
+from stable_rl.rollout import HFEngine
 
 
 def refusal(model_path) -> str:
@@ -32,6 +35,19 @@ def test_a_missing_directory_names_the_resolved_path_and_the_working_directory(t
     with pytest.raises(FileNotFoundError) as caught:
         PolicyModule("models/nope").configure_model()  # before the weights load
     assert str(caught.value) == message
+
+
+def test_the_rollout_data_module_names_a_missing_directory_before_reading_its_context(tmp_path, monkeypatch):
+    """Its context check (prompt + response within max_position_embeddings) is the first load of the model's
+    config: it showed the hub's connection error, not the missing path."""
+    monkeypatch.chdir(tmp_path)
+    data = RolloutDataModule(
+        ReasoningGymPrompts(["chain_sum"], size=8, seed=3), engine=HFEngine(), prompts_per_step=2, model_path="nope"
+    )
+    data.trainer = SimpleNamespace(global_rank=0, local_rank=0, world_size=1, num_devices=1)
+    with pytest.raises(FileNotFoundError) as caught:
+        data.setup("fit")
+    assert str(caught.value) == refusal("nope")
 
 
 def test_a_relative_path_of_the_checkout_run_from_elsewhere_says_where_it_exists(tmp_path, monkeypatch):

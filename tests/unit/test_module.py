@@ -7,10 +7,12 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from stable_rl import StableRLWarning
 from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks import PolicyForwardCallback
 from stable_rl.objectives import CISPO, MiniRL
 from stable_rl.objectives.minirl import minirl_token_loss
+from stable_rl.policy.finite import first_nonfinite
 from stable_rl.policy.runtime import ModelRuntime
 from stable_rl.rl import PolicyModule
 from stable_rl.rollout import RolloutBatch, Sample
@@ -171,9 +173,10 @@ def test_two_mini_batches_update_against_the_pi_old_of_the_step(tiny_model_path)
         torch.testing.assert_close(got.detach(), want.detach(), rtol=1e-4, atol=1e-5)
 
 
-def frozen_policy(tiny_model_path, batch: RolloutBatch) -> tuple[PolicyModule, torch.Tensor, torch.Tensor]:
-    """A module whose update changes nothing (lr 0), with log pi_old and entropy of ``batch``."""
-    module = PolicyModule(tiny_model_path, optimizer=lambda p: torch.optim.SGD(p, lr=0.0))
+def policy_and_pi_old(tiny_model_path, batch: RolloutBatch) -> tuple[PolicyModule, torch.Tensor, torch.Tensor]:
+    """A module with log pi_old and entropy of ``batch`` before its first step (on-policy, N = 1, a step's
+    metrics are of the policy before its update)."""
+    module = PolicyModule(tiny_model_path, optimizer=lambda p: torch.optim.SGD(p, lr=1e-3))
     module.configure_model()
     with torch.no_grad():
         old, entropy = module.batch_logprobs(batch)
@@ -182,7 +185,7 @@ def frozen_policy(tiny_model_path, batch: RolloutBatch) -> tuple[PolicyModule, t
 
 def test_kl_and_entropy_metrics_are_those_of_pi_old(tiny_model_path):
     batch = fixed_batch(vocab=2048)
-    module, old, entropy = frozen_policy(tiny_model_path, batch)
+    module, old, entropy = policy_and_pi_old(tiny_model_path, batch)
     mask = batch.response_mask
     trainer_metrics = train_on(batch, module, steps=1).trainer.callback_metrics
     expected_kl = (batch.rollout_logprobs - old)[mask].mean()  # log mu_old - log pi_old over sampled tokens
@@ -197,7 +200,7 @@ def test_kl_and_entropy_metrics_are_those_of_pi_old(tiny_model_path):
 def test_groups_with_signal_is_the_fraction_of_prompts_whose_rewards_differ(tiny_model_path):
     batch = fixed_batch(vocab=2048, prompts=2, group=4)  # rewards [1, 0, 0, 1] and [0, 0, 0, 1]
     batch.rewards[4:] = 1.0  # the second prompt's group all correct: zero advantages, no learning signal
-    module, _, _ = frozen_policy(tiny_model_path, batch)
+    module, _, _ = policy_and_pi_old(tiny_model_path, batch)
     metrics = train_on(batch, module, steps=1).trainer.callback_metrics
     assert metrics["train/groups_with_signal"].item() == 0.5
 
@@ -224,7 +227,7 @@ def test_a_non_finite_update_is_skipped_without_a_trace(tiny_model_path):
         train_on(batches, module, steps=len(batches), callbacks=[Counts()])
         return torch.cat([p.detach().flatten() for p in module.policy.parameters()]), module.trainer.global_step
 
-    with pytest.warns(UserWarning, match="non-finite loss or gradient at step 0: update skipped"):
+    with pytest.warns(StableRLWarning, match="non-finite loss or gradient at step 0: update skipped"):
         good = fixed_batch(vocab=2048, version=1)
         good.verifier_timeouts = 2  # responses the data module's verifier scored 0 after its timeout
         skipped_first, steps = trained([nan_batch(version=0), good])
@@ -237,7 +240,7 @@ def test_a_non_finite_update_is_skipped_without_a_trace(tiny_model_path):
 def test_non_finite_updates_in_a_row_stop_with_the_last_good_state(tiny_model_path, tmp_path):
     module = PolicyModule(tiny_model_path, max_nonfinite_updates=2)
     with (
-        pytest.warns(UserWarning, match=r"update skipped \([12] in a row"),
+        pytest.warns(StableRLWarning, match=r"update skipped \([12] in a row"),
         pytest.raises(FloatingPointError, match=r"2 updates in a row .* lower"),
     ):
         train_on([nan_batch(version=0), nan_batch(version=1)], module, steps=5, root=tmp_path)
@@ -246,6 +249,54 @@ def test_non_finite_updates_in_a_row_stop_with_the_last_good_state(tiny_model_pa
     initial.configure_model()
     for key, value in initial.policy.state_dict().items():
         assert torch.equal(saved[f"policy.{key}"], value), key  # no update ever reached the weights
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "lr"), [(torch.optim.SGD, float("nan")), (torch.optim.AdamW, float("inf")), (torch.optim.AdamW, 0.0)]
+)
+def test_a_learning_rate_that_is_not_finite_and_positive_is_refused(tiny_model_path, optimizer, lr):
+    """torch's optimizers accept these (AdamW an infinite rate: every weight non-finite after one update)."""
+    module = PolicyModule(tiny_model_path, optimizer=lambda params: optimizer(params, lr=lr))
+    module.configure_model()
+    with pytest.raises(ValueError) as caught:
+        module.configure_optimizers()
+    assert str(caught.value) == (
+        f"model.init_args.optimizer.init_args.lr={lr} must be a finite number > 0: an infinite or NaN rate makes "
+        "every weight non-finite, a rate of 0 never trains and a negative one climbs the loss. Set the rate you "
+        "mean, e.g. 1.0e-5"
+    )
+
+
+def test_the_non_finite_guard_saves_no_checkpoint_of_a_non_finite_state(tiny_model_path, tmp_path):
+    """Weights an earlier update made non-finite (here set so) make every later update non-finite: the guard
+    stops, and saves no "last good state" of NaN weights."""
+    module = PolicyModule(tiny_model_path, max_nonfinite_updates=2)
+    module.configure_model()
+    name, weight = next(iter(module.policy.named_parameters()))
+    with torch.no_grad():
+        weight[0, 0] = float("inf")
+    with (
+        pytest.warns(StableRLWarning, match=r"update skipped \([12] in a row"),
+        pytest.raises(FloatingPointError) as caught,
+    ):
+        train_on([fixed_batch(vocab=2048, version=0), fixed_batch(vocab=2048, version=1)], module, 5, root=tmp_path)
+    assert str(caught.value) == (
+        "2 updates in a row had a non-finite (NaN/inf) loss or gradient, and the model's state is itself "
+        f"non-finite ({name}): an earlier update made it so (a learning rate too large, an overflow), so no "
+        "checkpoint was saved. Resume with --ckpt_path from a checkpoint written before that update, with a lower "
+        "model.optimizer learning rate or training in float32 (model.dtype)"
+    )
+    assert not list(tmp_path.glob("**/*.ckpt"))
+
+
+def test_non_finite_optimizer_state_is_named():
+    layer = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.AdamW(layer.parameters())
+    layer(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    assert first_nonfinite(layer, optimizer) is None
+    optimizer.state[layer.bias]["exp_avg_sq"].fill_(float("nan"))
+    assert first_nonfinite(layer, optimizer) == "optimizer state 'exp_avg_sq' of bias"
 
 
 def test_a_checkpoint_of_another_model_names_its_origin(tiny_model_path, tiny_dense_path):

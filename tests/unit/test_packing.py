@@ -10,6 +10,7 @@ from test_kernels import replayed_run
 from test_module import fixed_batch
 from transformers import AutoModelForCausalLM
 
+from stable_rl import StableRLWarning
 from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.policy.module import HFPolicyModule
 from stable_rl.policy.packing import pack, unpack
@@ -98,7 +99,7 @@ def test_packing_under_sdpa_or_eager_warns_of_the_whole_packs_attention(tiny_mod
     """SDPA (the default) and eager build a [1, 1, T, T] mask over the pack: micro-batch-size times the padded
     batch's [M, 1, L, L] for rows of similar length, and attend over all of it."""
     for attention in (None, "sdpa", "eager"):
-        with pytest.warns(UserWarning, match="attends over the whole pack"):
+        with pytest.warns(StableRLWarning, match="attends over the whole pack"):
             HFPolicyModule(tiny_model_path, runtime=ModelRuntime(packed_sequences=True, attn_implementation=attention))
     for attention in ("flex_attention", "flash_attention_2"):
         HFPolicyModule(tiny_model_path, runtime=ModelRuntime(packed_sequences=True, attn_implementation=attention))

@@ -5,6 +5,7 @@ import pytest
 import torch
 from test_module import fixed_batch, train_on
 
+from stable_rl import StableRLWarning
 from stable_rl.objectives import MiniRL
 from stable_rl.policy.resume_settings import apply_configured_optimizer, apply_to_live_optimizer, configured_optimizer
 from stable_rl.rl import PolicyModule
@@ -102,9 +103,9 @@ def test_a_resumed_module_trains_at_the_configured_rate_and_names_a_changed_obje
     lower = PolicyModule(
         tiny_model_path, objective=MiniRL(eps_high=0.3), optimizer=lambda p: torch.optim.AdamW(p, lr=1e-5)
     )
-    with pytest.warns(UserWarning) as warned:
+    with pytest.warns(StableRLWarning) as warned:
         resumed = fit(lower, tmp_path, 2, ckpt_path=tmp_path / "step1.ckpt", start=1)
-    messages = [str(w.message) for w in warned]
+    messages = [str(w.message) for w in warned if w.category is StableRLWarning]  # on the terminal too
     assert "resumed with this run's optimizer settings, not the checkpoint's: lr 0.001 -> 1e-05" in messages
     assert any(m.startswith("resumed with objective {'class': 'MiniRL'") and "'eps_high': 0.3" in m for m in messages)
     assert resumed.optimizers[0].param_groups[0]["lr"] == 1e-5

@@ -7,6 +7,8 @@ from jsonargparse import Namespace
 
 from stable_rl.cli import main
 from stable_rl.cli.app import check_checkpoint_file, check_trainer_settings
+from stable_rl.cli.components import check_components
+from stable_rl.cli.config_syntax import syntax_error
 from stable_rl.data import ReasoningGymPrompts
 from stable_rl.rl import RolloutDataModule
 from stable_rl.rollout import HFEngine
@@ -104,6 +106,35 @@ def test_a_yaml_syntax_error_names_the_config_file_and_line(tmp_path, capsys, mo
     assert f"error: config file {bad} is not valid YAML: {message}" in capsys.readouterr().err
 
 
+LOLS = ", ".join(["lol"] * 10)
+LAUGHS = f"a0: &a0 [{LOLS}]\n" + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 9))
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [(LAUGHS, "to 1,234,567,900 values"), ("a: &a [1, *a]\n", "without end (an alias inside its own anchor)")],
+    ids=["billion-laughs", "alias-in-its-own-anchor"],
+)
+def test_yaml_aliases_nested_in_anchors_are_refused_before_any_walk(tmp_path, capsys, monkeypatch, text, size):
+    """Nine lines of aliases nested in anchors expand to a billion values: the settings walk spun through them at
+    100% CPU (a cycle: a RecursionError). Their size is counted in time linear in the file, and refused."""
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(text)
+    with pytest.raises(SystemExit):
+        main(["fit", f"--config={REPO / 'recipes/minirl.yaml'}", "--config", str(bomb)])
+    assert capsys.readouterr().err.endswith(
+        f"error: config file {bomb} expands {size} through its YAML aliases (*name) nested in anchors (&name), a "
+        "'billion laughs'; a config holds at most 100,000: write the settings out, or nest fewer aliases\n"
+    )
+
+
+def test_aliases_of_a_few_values_are_kept(tmp_path):
+    config = tmp_path / "aliases.yaml"
+    config.write_text("lr: &lr 0.001\ngroups: &g [1, 2]\nmodel:\n  init_args:\n    lr: *lr\n    g: [*g, *g]\n")
+    assert syntax_error(config) is None
+
+
 @pytest.mark.parametrize(
     ("old_yaml", "in_file", "old_arg", "on_command_line"),
     [
@@ -147,3 +178,50 @@ def test_an_old_name_is_told_its_new_one(tmp_path, capsys, monkeypatch, old_yaml
     with pytest.raises(SystemExit):
         main(["fit", base, old_arg])
     assert on_command_line in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("setting", "base"),
+    [
+        ("optimizer", "torch.optim.Optimizer (e.g. torch.optim.AdamW)"),
+        ("lr_scheduler", "torch.optim.lr_scheduler.LRScheduler (e.g. torch.optim.lr_scheduler.LinearLR)"),
+    ],
+    ids=["optimizer", "lr_scheduler"],
+)
+def test_a_function_named_as_a_components_class_is_refused_before_it_is_called(tmp_path, monkeypatch, setting, base):
+    """jsonargparse takes a function as the class_path of a callable setting and called it, with its init_args,
+    when it built the objects: here a shell command."""
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+    ran = tmp_path / "ran"
+    config = tmp_path / "shell.yaml"
+    config.write_text(
+        f"model:\n  init_args:\n    {setting}:\n      class_path: subprocess.getoutput\n"
+        f"      init_args:\n        cmd: touch {ran}\n"
+    )
+    with pytest.raises(ValueError) as caught:
+        main(["fit", f"--config={REPO / 'recipes/minirl.yaml'}", f"--config={config}"])
+    assert str(caught.value) == (
+        f"model.init_args.{setting}.class_path: subprocess.getoutput is not a subclass of {base}: a class_path "
+        "names the class of the component to build, never a function to call"
+    )
+    assert not ran.exists()
+
+
+def test_every_class_path_names_a_class_of_its_kind():
+    config = {
+        "model": {"class_path": "os.getcwd"},
+        "trainer": {
+            "callbacks": [{"class_path": "stable_rl.callbacks.TrainingReport"}, {"class_path": "torch.nn.Linear"}]
+        },
+    }
+    with pytest.raises(ValueError, match=r"^model.class_path: os.getcwd is not a class: a class_path names the class"):
+        check_components(config)
+    config["model"]["class_path"] = "stable_rl.rl.PolicyModule"
+    with pytest.raises(ValueError) as caught:
+        check_components(config)
+    assert str(caught.value).startswith(
+        "trainer.callbacks[1].class_path: torch.nn.Linear is not a subclass of lightning.pytorch.callbacks.Callback "
+        "(e.g. lightning.pytorch.callbacks.ModelCheckpoint)"
+    )
+    config["trainer"]["callbacks"].pop()
+    check_components(config)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from stable_rl import StableRLWarning
 from stable_rl.data.verifier import MathVerifier
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,7 +99,7 @@ def test_a_worker_killed_between_calls_is_replaced_with_a_warning():
         victim = next(iter(verifier._pool._processes.values()))
         os.kill(victim.pid, signal.SIGKILL)
         victim.join(5)
-        with pytest.warns(UserWarning, match=r"a math-verify worker process died \(.*SIGKILL.*\): the verifier"):
+        with pytest.warns(StableRLWarning, match=r"a math-verify worker process died \(.*SIGKILL.*\): the verifier"):
             rewards = verifier([r"\boxed{2}", r"\boxed{3}", r"\boxed{4}"], ["2", "2", "4"])
         assert rewards.tolist() == [1.0, 0.0, 1.0]
         assert verifier([r"\boxed{5}"], ["5"]).tolist() == [1.0]  # the new pool goes on

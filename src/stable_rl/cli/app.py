@@ -15,6 +15,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from stable_rl.callbacks.progress_bar import replace_default_bar
 from stable_rl.callbacks.termination_checkpoint import EXIT_TERMINATED, TerminationCheckpoint
+from stable_rl.cli.components import check_components
 from stable_rl.cli.config_syntax import config_files, syntax_error
 from stable_rl.cli.console_log import ConsoleLog, log_target, quiet_lightning_info, wanted
 from stable_rl.cli.help import StableRLArgumentParser
@@ -58,6 +59,7 @@ class StableRLCLI(LightningCLI):
         super().parse_arguments(parser, args)
 
     def before_instantiate_classes(self) -> None:
+        check_components(self.config[self.subcommand] if self.subcommand else self.config)
         if self.subcommand == "fit":
             resolve_last_checkpoint(self.config.fit)
             check_checkpoint_file(self.config.fit.get("ckpt_path"))

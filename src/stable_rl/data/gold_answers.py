@@ -10,6 +10,7 @@ import re
 
 from lightning.pytorch.utilities import rank_zero_warn
 
+from stable_rl import StableRLWarning
 from stable_rl.data.prompts import Problem
 from stable_rl.data.verifier import MathVerifier
 
@@ -36,6 +37,7 @@ def usable_problems(problems: list[Problem], verifier: MathVerifier, where: str)
         rank_zero_warn(
             f"dropped {len(dropped)} of the {len(problems)} problems of {where}: math-verify cannot use their gold "
             f"answer ({named}{more}), so every response would score 0 (timeout {verifier.timeout} s): write the "
-            "answer as a plain value (a number, a fraction, an expression) or remove the row"
+            "answer as a plain value (a number, a fraction, an expression) or remove the row",
+            category=StableRLWarning,
         )
     return [p for p in problems if p.answer not in unusable]

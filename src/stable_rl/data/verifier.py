@@ -36,6 +36,7 @@ from typing import Self
 import torch
 from math_verify import LatexExtractionConfig, parse, verify
 
+from stable_rl import StableRLWarning
 from stable_rl.compat.process_pool import exit_codes, kill_workers, start_forkserver
 
 _GRACE_S = 1.0  # slack on top of the per-item timeout before a silent pool counts as hung
@@ -239,6 +240,7 @@ class MathVerifier:
         warnings.warn(
             f"a math-verify worker process died ({ended}: killed, e.g. by the out-of-memory killer): the verifier "
             f"starts a new pool of {self.num_workers} workers and scores the {left} items left on it",
+            StableRLWarning,
             stacklevel=4,
         )
 

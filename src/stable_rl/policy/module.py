@@ -12,9 +12,11 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_
 from torch.distributed.tensor import DTensor
 from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
+from stable_rl import StableRLWarning
 from stable_rl.compat.lightning import attached_trainer
 from stable_rl.dtypes import Dtype
 from stable_rl.kernels import LIGER, compile_decoder_layers, register_liger_experts, use_liger_norms
+from stable_rl.policy.finite import check_learning_rate
 from stable_rl.policy.logprobs import sequence_logprobs
 from stable_rl.policy.model_dir import check_model_dir
 from stable_rl.policy.resume_settings import apply_to_live_optimizer, check_optimizer_class, configured_optimizer
@@ -65,7 +67,8 @@ class HFPolicyModule(L.LightningModule):
                 f"model.init_args.runtime.packed_sequences with attn_implementation={self.runtime.attn_implementation} "
                 "(None: SDPA) attends over the whole pack: a [T, T] mask and attention of the micro-batch's T tokens, "
                 "micro_batch_size times the padded batch's for rows of similar length; set "
-                "model.init_args.runtime.attn_implementation: flex_attention or flash_attention_2"
+                "model.init_args.runtime.attn_implementation: flex_attention or flash_attention_2",
+                category=StableRLWarning,
             )
         self.policy: PreTrainedModel | None = None
         self._resumed = False  # set by on_load_checkpoint: on_train_start applies the configured optimizer settings
@@ -132,6 +135,7 @@ class HFPolicyModule(L.LightningModule):
 
     def configure_optimizers(self):
         optimizer = self.optimizer_factory(self.policy.parameters())
+        check_learning_rate(optimizer)
         if self.lr_scheduler_factory is None:
             return optimizer
         return {
@@ -166,7 +170,8 @@ class HFPolicyModule(L.LightningModule):
             changes = apply_to_live_optimizer(self.trainer.optimizers[0], schedulers, configured)
             if changes:
                 rank_zero_warn(
-                    f"resumed with this run's optimizer settings, not the checkpoint's: {', '.join(changes)}"
+                    f"resumed with this run's optimizer settings, not the checkpoint's: {', '.join(changes)}",
+                    category=StableRLWarning,
                 )
 
     def full_weights(self) -> Iterator[tuple[str, Tensor]]:

@@ -26,7 +26,7 @@ from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
 from stable_rl.interfaces import policy_weights
 from stable_rl.padding import pad_id
-from stable_rl.policy.model_dir import checked_tokenizer
+from stable_rl.policy.model_dir import check_model_dir, checked_tokenizer
 from stable_rl.rollout import EvalBatch, RolloutBatch, RolloutEngine, Sampling
 from stable_rl.timing import timed
 
@@ -160,7 +160,9 @@ class RolloutDataModule(L.LightningDataModule):
         return max(self.engine.sampling.max_new_tokens, self.eval_sampling.max_new_tokens)
 
     def _check_context(self, model_path: str) -> None:
-        """A prompt and a response must fit the model's context; said here, not by vLLM once it starts."""
+        """A prompt and a response must fit the model's context; said here, not by vLLM once it starts. The model
+        directory is checked first: its config is the first thing of the model a run loads."""
+        check_model_dir(model_path)
         limit = getattr(AutoConfig.from_pretrained(model_path), "max_position_embeddings", None)
         if limit is not None and self.max_prompt_tokens + self.longest_response > limit:
             raise ValueError(

@@ -27,6 +27,7 @@ from torch import Tensor
 from torch.distributed.tensor import DTensor
 from torchmetrics.aggregation import SumMetric
 
+from stable_rl import StableRLWarning
 from stable_rl.batch_plan import BatchPlan
 from stable_rl.callbacks.policy_forward import Phase, PolicyForwardCallback
 from stable_rl.checkpoint_io import check_writable
@@ -34,6 +35,7 @@ from stable_rl.compat.lightning import attached_trainer, count_skipped_optimizer
 from stable_rl.dtypes import Dtype
 from stable_rl.metrics import AvgAtK, PassAtK, ProblemCount, StepMetrics, token_kl
 from stable_rl.objectives import LossInputs, MiniRL, Objective
+from stable_rl.policy.finite import first_nonfinite
 from stable_rl.policy.module import HFPolicyModule
 from stable_rl.policy.resume_settings import describe
 from stable_rl.policy.runtime import ModelRuntime
@@ -120,7 +122,9 @@ class PolicyModule(HFPolicyModule):
         super().on_load_checkpoint(checkpoint)
         saved, mine = checkpoint.get("objective"), describe(self.objective)
         if saved is not None and saved != mine:
-            rank_zero_warn(f"resumed with objective {mine}, the checkpoint was trained with {saved}")
+            rank_zero_warn(
+                f"resumed with objective {mine}, the checkpoint was trained with {saved}", category=StableRLWarning
+            )
 
     def batch_logprobs(self, batch: RolloutBatch, entropy: bool = True) -> tuple[Tensor, Tensor | None]:
         """Position-aligned log pi and entropy (None with ``entropy=False``), [M, L] each, at the batch's
@@ -336,14 +340,27 @@ class PolicyModule(HFPolicyModule):
         self.nonfinite_in_row += 1
         rank_zero_warn(
             f"non-finite loss or gradient at step {self.global_step - 1}: update skipped "
-            f"({self.nonfinite_in_row} in a row, model.max_nonfinite_updates={self.max_nonfinite_updates})"
+            f"({self.nonfinite_in_row} in a row, model.max_nonfinite_updates={self.max_nonfinite_updates})",
+            category=StableRLWarning,
         )
 
     def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
         """Stop after ``max_nonfinite_updates`` non-finite updates in a row, with a checkpoint written at
-        the end of the global step (where Lightning's own checkpoints resume from)."""
+        the end of the global step (where Lightning's own checkpoints resume from), if its state is finite."""
         if self.nonfinite_in_row < self.max_nonfinite_updates:
             return
+        bad = first_nonfinite(self.policy, self.optimizers(use_pl_optimizer=False))
+        anywhere = self.trainer.strategy.reduce(
+            torch.tensor(float(bad is not None), device=self.device), reduce_op="sum"
+        )
+        if anywhere > 0:  # every process agrees, as the save is collective
+            raise FloatingPointError(
+                f"{self.nonfinite_in_row} updates in a row had a non-finite (NaN/inf) loss or gradient, and the "
+                f"model's state is itself non-finite ({bad or 'on another process'}): an earlier update made it so "
+                "(a learning rate too large, an overflow), so no checkpoint was saved. Resume with --ckpt_path from "
+                "a checkpoint written before that update, with a lower model.optimizer learning rate or training in "
+                "float32 (model.dtype)"
+            )
         root = self.trainer.log_dir or self.trainer.default_root_dir
         path = f"{root}/checkpoints/nonfinite-step={self.global_step}.ckpt"
         self.trainer.save_checkpoint(path)
