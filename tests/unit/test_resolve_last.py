@@ -4,7 +4,7 @@ import os
 
 from jsonargparse import Namespace
 
-from stable_rl.cli.app import resolve_last_checkpoint
+from stable_rl.cli.resume import resolve_last_checkpoint
 
 
 def config(save_dir, version=None, ckpt_path="last"):

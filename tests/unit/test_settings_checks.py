@@ -6,7 +6,8 @@ import pytest
 from jsonargparse import Namespace
 
 from stable_rl.cli import main
-from stable_rl.cli.app import check_checkpoint_file, check_trainer_settings
+from stable_rl.cli.app import check_trainer_settings
+from stable_rl.cli.resume import check_checkpoint_file
 from stable_rl.data import ReasoningGymPrompts
 from stable_rl.rl import RolloutDataModule
 from stable_rl.rollout import HFEngine

@@ -1,0 +1,90 @@
+"""Resuming through the CLI (``--ckpt_path``), with the HF engine on the tiny model: the run's log survives,
+a finished run says so."""
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+import quickstart_stack
+import torch
+
+from stable_rl.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+CHECKPOINT_EVERY_STEP = (
+    "--trainer.callbacks=[{class_path: lightning.pytorch.callbacks.ModelCheckpoint, "
+    "init_args: {save_last: true, every_n_train_steps: 1}}]"
+)
+SMALL = [
+    "--data.init_args.engine=stable_rl.rollout.HFEngine",
+    "--data.init_args.engine.init_args.max_new_tokens=4",
+    "--data.init_args.prompts_per_step=2",
+    "--data.init_args.group_size=2",
+    "--data.init_args.prompts.init_args.size=8",
+    "--data.init_args.eval_sets={}",
+    "--trainer.limit_val_batches=0",
+    "--trainer.enable_progress_bar=false",
+    CHECKPOINT_EVERY_STEP,
+]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:Checkpoint directory .* exists and is not empty"),  # a resumed run's own
+    pytest.mark.filterwarnings("ignore:The dirpath has changed"),  # the run was copied from the fixture's folder
+]
+
+
+@pytest.fixture(autouse=True)
+def in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+
+
+def fit(save_dir: Path, *extra: str):
+    return main(["fit", *quickstart_stack.CONFIGS, *SMALL, f"--trainer.logger.init_args.save_dir={save_dir}", *extra])
+
+
+def steps(run: Path) -> list[int]:
+    with open(run / "metrics.csv") as file:
+        return [int(row["step"]) for row in csv.DictReader(file)]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A run of 2 steps (its save_dir), checkpointed after each."""
+    save_dir = tmp_path_factory.mktemp("finished")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(REPO)
+        patch.setattr("sys.argv", ["stable-rl"])
+        fit(save_dir, "--trainer.max_steps=2")
+    return save_dir
+
+
+@pytest.fixture
+def run(finished_run, tmp_path) -> Path:
+    """A copy of the finished run's save_dir."""
+    shutil.copytree(finished_run, tmp_path, dirs_exist_ok=True)
+    return tmp_path
+
+
+def test_a_requeued_run_keeps_its_earlier_steps_in_metrics_csv(run):
+    version = run / "quickstart" / "version_0"
+    assert steps(version) == [0, 1]
+    fit(run, "--trainer.max_steps=3", "--ckpt_path=last")
+    assert steps(version) == [0, 1, 2]
+    assert sorted(p.name for p in version.parent.iterdir()) == ["version_0"]
+
+
+def test_a_requeued_finished_run_says_so_and_changes_nothing(run):
+    version = run / "quickstart" / "version_0"
+    before = {p: p.read_bytes() for p in version.rglob("*") if p.is_file()}
+    last = version / "checkpoints" / "last.ckpt"
+    with pytest.warns(UserWarning) as warned:
+        fit(run, "--trainer.max_steps=2", "--ckpt_path=last")
+    assert [str(w.message) for w in warned] == [
+        f"the run is finished: its checkpoint {last} is at step 2 of trainer.max_steps=2, so there is nothing to "
+        "train (nothing was written). To train on, raise --trainer.max_steps"
+    ]
+    assert {p: p.read_bytes() for p in version.rglob("*") if p.is_file()} == before
+    assert torch.load(last, weights_only=True, mmap=True)["global_step"] == 2
