@@ -88,3 +88,14 @@ def test_a_requeued_finished_run_says_so_and_changes_nothing(run):
     ]
     assert {p: p.read_bytes() for p in version.rglob("*") if p.is_file()} == before
     assert torch.load(last, weights_only=True, mmap=True)["global_step"] == 2
+
+
+def test_a_requeued_run_resumes_its_own_checkpoint_not_a_newer_one_of_another_run_of_that_name(run):
+    """An lr sweep that kept the logger's name: the other run's newer last.ckpt and log are left alone."""
+    fit(run, "--trainer.max_steps=2", "--model.init_args.optimizer.init_args.lr=3e-4")
+    other = run / "quickstart" / "version_1"
+    other_last = (other / "checkpoints" / "last.ckpt").read_bytes()
+    fit(run, "--trainer.max_steps=3", "--ckpt_path=last")
+    assert steps(run / "quickstart" / "version_0") == [0, 1, 2]
+    assert steps(other) == [0, 1]
+    assert (other / "checkpoints" / "last.ckpt").read_bytes() == other_last

@@ -7,6 +7,7 @@ stable-rl fit --config recipes/minirl.yaml --config recipes/paper/grpo.yaml
 import sys
 import warnings
 
+import yaml
 from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
 from lightning.pytorch.utilities import rank_zero_warn
@@ -14,12 +15,19 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from stable_rl import StableRLWarning
 from stable_rl.callbacks.progress_bar import replace_default_bar
+from stable_rl.callbacks.run_identity import RunIdentity
 from stable_rl.callbacks.termination_checkpoint import EXIT_TERMINATED, TerminationCheckpoint
 from stable_rl.cli.config_syntax import config_files, syntax_error
 from stable_rl.cli.console_log import ConsoleLog, log_target, quiet_lightning_info, wanted
 from stable_rl.cli.help import StableRLArgumentParser
 from stable_rl.cli.renamed_settings import renamed_setting
-from stable_rl.cli.resume import check_checkpoint_file, finished, read_checkpoint, resolve_last_checkpoint
+from stable_rl.cli.resume import (
+    check_checkpoint_file,
+    finished,
+    read_checkpoint,
+    resolve_last_checkpoint,
+    run_settings,
+)
 from stable_rl.cli.run_log import keep_history
 
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
@@ -32,7 +40,7 @@ warnings.filterwarnings("ignore", r"It is recommended to use `self.log\('val/")
 
 class StableRLCLI(LightningCLI):
     """LightningCLI that names a config file's YAML syntax error with its file and line, resolves
-    ``--ckpt_path=last`` to the run's newest ``last`` checkpoint (and logs the resumed run into that version),
+    ``--ckpt_path=last`` to the run's own newest ``last`` checkpoint (and logs the resumed run into that version),
     keeps a resumed run's earlier ``metrics.csv`` rows, trains nothing (and says so) when the checkpoint's run is
     finished, gives every run a ``TerminationCheckpoint`` and a progress bar counting steps, links the model
     directory the data module shares with the policy, and, given a ``ConsoleLog``, sends what is not for the
@@ -41,6 +49,7 @@ class StableRLCLI(LightningCLI):
     def __init__(self, *args, console_log: ConsoleLog | None = None, **kwargs) -> None:
         self.console_log = console_log
         self.finished: str | None = None  # why the resumed run has nothing to train
+        self.settings: dict = {}  # the run's identity, kept in its checkpoints (``RunIdentity``)
         super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
@@ -63,7 +72,8 @@ class StableRLCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         if self.subcommand == "fit":
             config = self.config.fit
-            resolve_last_checkpoint(config)
+            self.settings = run_settings(yaml.safe_load(self.parser.dump(self.config, skip_link_targets=False))["fit"])
+            resolve_last_checkpoint(config, self.settings)
             check_checkpoint_file(config.get("ckpt_path"))
             if config.get("ckpt_path") not in (None, "last"):
                 self.finished = finished(read_checkpoint(config.ckpt_path), config.ckpt_path, config.trainer.max_steps)
@@ -75,6 +85,7 @@ class StableRLCLI(LightningCLI):
             check_trainer_settings(self.trainer)
         if not any(isinstance(c, TerminationCheckpoint) for c in self.trainer.callbacks):
             self.trainer.callbacks.append(TerminationCheckpoint())
+        self.trainer.callbacks.append(RunIdentity(self.settings))
         replace_default_bar(self.trainer.callbacks)
         if self.config.fit.get("ckpt_path") is not None and self.trainer.global_rank == 0:
             keep_history(self.trainer.loggers)

@@ -1,5 +1,6 @@
-"""What ``stable-rl fit --ckpt_path`` checks before anything is built: which checkpoint ``last`` means, that the
-file is one, and whether the run it holds is finished already."""
+"""What ``stable-rl fit --ckpt_path`` checks before anything is built: which checkpoint ``last`` means (the run's
+own: its settings, kept by ``RunIdentity``, are this run's), that the file is one, and whether the run it holds is
+finished already."""
 
 from pathlib import Path
 
@@ -9,13 +10,53 @@ from jsonargparse import Namespace
 from stable_rl.compat.lightning import SHARDED_CHECKPOINT_METADATA
 
 LIGHTNING_PATHS = ("last", "hpc", "best", "registry")  # ckpt_path values Lightning resolves itself
+RESUME_SETTINGS = (  # where the run is, and what a requeue or a longer run changes: not part of its identity
+    "config",
+    "ckpt_path",
+    "trainer.default_root_dir",
+    "trainer.logger.init_args.save_dir",
+    "trainer.max_steps",
+    "trainer.max_epochs",
+    "trainer.max_time",
+    "trainer.logger.init_args.version",
+)
 
 
-def resolve_last_checkpoint(config) -> None:
+def run_settings(config: dict, prefix: str = "") -> dict:
+    """A run's identity: its config (a plain dump of the fit's settings) by dotted name, less ``RESUME_SETTINGS``."""
+    settings = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if name in RESUME_SETTINGS:
+            continue
+        if isinstance(value, dict) and value:
+            settings.update(run_settings(value, f"{name}."))
+        else:
+            settings[name] = value
+    return settings
+
+
+def recorded_settings(ckpt_path: Path) -> dict | None:
+    """The settings ``RunIdentity`` kept in a checkpoint; None where it kept none or the file cannot be read (the
+    checks of the chosen file name that)."""
+    try:
+        checkpoint = read_checkpoint(str(ckpt_path))
+    except Exception:
+        return None
+    return checkpoint.get("callbacks", {}).get("RunIdentity", {}).get("settings")
+
+
+def differences(saved: dict, mine: dict) -> list[str]:
+    """The settings both name that differ, as "name: saved -> mine"."""
+    return [f"{k}: {saved[k]!r} -> {mine[k]!r}" for k in sorted(saved.keys() & mine.keys()) if saved[k] != mine[k]]
+
+
+def resolve_last_checkpoint(config, settings: dict) -> None:
     """``ckpt_path: last`` with a logger that numbers versions: Lightning looks for ``last.ckpt`` only in the
     new version the logger is about to open, finds none and trains from step 0. Point it instead at the
-    newest ``<save_dir>/<name>/version_*/checkpoints/last*.ckpt`` and log into that version; with none there
-    (a requeued run's first start) the run starts fresh, as Lightning does."""
+    newest ``<save_dir>/<name>/version_*/checkpoints/last*.ckpt`` of this run (its ``settings``, or none kept) and
+    log into that version; with none there (a requeued run's first start) the run starts fresh, as Lightning
+    does. Only other runs' checkpoints there (runs that share the logger's folder and name) are refused."""
     logger = config.trainer.get("logger")
     init = logger.get("init_args") if isinstance(logger, Namespace) else None
     if config.get("ckpt_path") != "last" or init is None or init.get("save_dir") is None:
@@ -26,11 +67,25 @@ def resolve_last_checkpoint(config) -> None:
         found = list(root.glob("checkpoints/last*.ckpt"))
     else:
         found = list(root.glob("version_*/checkpoints/last*.ckpt"))
-    if found:
-        newest = max(found, key=lambda path: path.stat().st_mtime)
-        config.ckpt_path = str(newest)
+    others = []
+    for path in sorted(found, key=lambda path: path.stat().st_mtime, reverse=True):
+        saved = recorded_settings(path)
+        if saved is not None and (changed := differences(saved, settings)):
+            others.append((path, changed))
+            continue
+        config.ckpt_path = str(path)
         if init.get("version") is None:
-            init.version = int(newest.parent.parent.name.removeprefix("version_"))
+            init.version = int(path.parent.parent.name.removeprefix("version_"))
+        return
+    if others:
+        path, changed = others[0]
+        raise ValueError(
+            f"--ckpt_path=last: the checkpoints under {root} are other runs', not this one's: the newest, {path}, "
+            f"was trained with other settings (that run -> this run: {'; '.join(changed)}). Runs that share "
+            "trainer.logger.init_args.save_dir and name resume each other's checkpoints: give this run its own "
+            f"trainer.logger.init_args.name, or pass --ckpt_path={path} to resume that checkpoint with this run's "
+            "settings"
+        )
 
 
 def check_checkpoint_file(ckpt_path: str | None) -> None:
