@@ -99,3 +99,39 @@ def test_a_requeued_run_resumes_its_own_checkpoint_not_a_newer_one_of_another_ru
     assert steps(run / "quickstart" / "version_0") == [0, 1, 2]
     assert steps(other) == [0, 1]
     assert (other / "checkpoints" / "last.ckpt").read_bytes() == other_last
+
+
+def test_settings_given_on_resume_apply_and_are_named(run):
+    """Lightning's CLI parsed the checkpoint's saved hyper-parameters over them."""
+    last = run / "quickstart" / "version_0" / "checkpoints" / "last.ckpt"
+    given = ["--model.init_args.max_grad_norm=0.5", "--model.init_args.max_nonfinite_updates=5"]
+    with pytest.warns(UserWarning) as warned:
+        cli = fit(run, "--trainer.max_steps=3", f"--ckpt_path={last}", *given, "--data.init_args.micro_batch_size=1")
+    assert (cli.model.max_grad_norm, cli.model.max_nonfinite_updates, cli.datamodule.micro_batch_size) == (0.5, 5, 1)
+    assert cli.trainer.global_step == 3
+    assert f"resumed {last} with this run's settings (checkpoint -> this run): " + "; ".join(
+        [
+            "data.init_args.micro_batch_size: 64 -> 1",
+            "model.init_args.max_grad_norm: 1.0 -> 0.5",
+            "model.init_args.max_nonfinite_updates: 3 -> 5",
+        ]
+    ) in [str(w.message) for w in warned]
+
+
+def model_path_named():
+    return pytest.warns(UserWarning, match="model.init_args.model_path: 'data/tiny-qwen3-moe-sft-format' -> ")
+
+
+def test_a_bad_or_other_model_path_given_on_resume_is_named(run, tiny_dense_path):
+    """The checks of the model directory and of the checkpoint's model are reached (the checkpoint's saved
+    model_path replaced the one given)."""
+    last = run / "quickstart" / "version_0" / "checkpoints" / "last.ckpt"
+    resume = ["--trainer.max_steps=3", f"--ckpt_path={last}"]
+    with (
+        pytest.raises(FileNotFoundError, match=r"^model directory models/nope not found: there is no"),
+        model_path_named(),
+    ):
+        fit(run, *resume, "--model.init_args.model_path=models/nope")
+    other = r"^the checkpoint holds another model \(trained from data/tiny-qwen3-moe-sft-format"
+    with pytest.raises(ValueError, match=other), model_path_named():
+        fit(run, *resume, f"--model.init_args.model_path={tiny_dense_path}")

@@ -148,3 +148,24 @@ def test_an_old_name_is_told_its_new_one(tmp_path, capsys, monkeypatch, old_yaml
     with pytest.raises(SystemExit):
         main(["fit", base, old_arg])
     assert on_command_line in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", r"cut.ckpt is empty \(a save cut off by a crash or a full disk\): resume from another one"),
+        (
+            b"PK\x03\x04 half a zip",
+            r"cut.ckpt cannot be read \(.*\): a damaged file \(a save or copy cut off\) or not a checkpoint of "
+            r"stable-rl's: resume from another one, e.g. an earlier step's, or --ckpt_path=last",
+        ),
+    ],
+    ids=["empty", "damaged"],
+)
+def test_an_empty_or_damaged_checkpoint_is_named_from_the_command_line(tmp_path, monkeypatch, content, message):
+    """Named before anything is built (Lightning's CLI loaded it first: torch's bare EOFError, or its advice to
+    load with weights_only=False)."""
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+    (tmp_path / "cut.ckpt").write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        main(["fit", f"--config={REPO / 'recipes/minirl.yaml'}", f"--ckpt_path={tmp_path / 'cut.ckpt'}"])

@@ -22,8 +22,10 @@ from stable_rl.cli.console_log import ConsoleLog, log_target, quiet_lightning_in
 from stable_rl.cli.help import StableRLArgumentParser
 from stable_rl.cli.renamed_settings import renamed_setting
 from stable_rl.cli.resume import (
+    changed_settings,
     check_checkpoint_file,
     finished,
+    is_local_file,
     read_checkpoint,
     resolve_last_checkpoint,
     run_settings,
@@ -75,8 +77,17 @@ class StableRLCLI(LightningCLI):
             self.settings = run_settings(yaml.safe_load(self.parser.dump(self.config, skip_link_targets=False))["fit"])
             resolve_last_checkpoint(config, self.settings)
             check_checkpoint_file(config.get("ckpt_path"))
-            if config.get("ckpt_path") not in (None, "last"):
-                self.finished = finished(read_checkpoint(config.ckpt_path), config.ckpt_path, config.trainer.max_steps)
+            if is_local_file(config.get("ckpt_path")):
+                checkpoint = read_checkpoint(config.ckpt_path)
+                if (changes := changed_settings(checkpoint, config.ckpt_path, self.settings)) is not None:
+                    rank_zero_warn(changes, category=StableRLWarning)
+                self.finished = finished(checkpoint, config.ckpt_path, config.trainer.max_steps)
+
+    def _parse_ckpt_path(self) -> None:
+        """Lightning's loads the checkpoint while it parses and parses its saved hyper-parameters over the command
+        line and config: the settings a resumed run was given were replaced silently, and a bad file failed there
+        (torch's bare ``EOFError``). Here the run's settings apply (``before_instantiate_classes`` names the
+        changed ones) and the file is checked by ``stable_rl.cli.resume``."""
 
     def before_fit(self) -> None:
         if self.finished is not None:

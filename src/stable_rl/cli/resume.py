@@ -88,10 +88,15 @@ def resolve_last_checkpoint(config, settings: dict) -> None:
         )
 
 
+def is_local_file(ckpt_path: str | None) -> bool:
+    """Whether ``ckpt_path`` names a local file or directory, not a word Lightning resolves or a remote URL."""
+    return ckpt_path not in (None, *LIGHTNING_PATHS) and "://" not in str(ckpt_path)
+
+
 def check_checkpoint_file(ckpt_path: str | None) -> None:
     """An empty or missing checkpoint file, or a directory that is no sharded checkpoint, fails here, named, not
     as torch's "Ran out of input" or "Is a directory" after the model is built."""
-    if ckpt_path in (None, *LIGHTNING_PATHS) or "://" in str(ckpt_path):
+    if not is_local_file(ckpt_path):
         return
     path = Path(ckpt_path)
     if path.is_file() and path.stat().st_size == 0:
@@ -113,11 +118,26 @@ def check_checkpoint_file(ckpt_path: str | None) -> None:
 
 def read_checkpoint(ckpt_path: str) -> dict:
     """The checkpoint's contents, its tensors mapped, not read (a sharded checkpoint: its ``meta.pt``, all but
-    the weights and optimizer states)."""
+    the weights and optimizer states); one torch cannot read is named (torch would advise ``weights_only=False``)."""
     path = Path(ckpt_path)
     if path.is_dir():
         path = path / SHARDED_CHECKPOINT_METADATA
-    return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(
+            f"checkpoint {ckpt_path} cannot be read ({reason}): a damaged file (a save or copy cut off) or not a "
+            "checkpoint of stable-rl's: resume from another one, e.g. an earlier step's, or --ckpt_path=last"
+        ) from None
+
+
+def changed_settings(checkpoint: dict, ckpt_path: str, settings: dict) -> str | None:
+    """The settings this run gives that differ from those the checkpoint was trained with: they apply."""
+    saved = checkpoint.get("callbacks", {}).get("RunIdentity", {}).get("settings")
+    if saved is None or not (changed := differences(saved, settings)):
+        return None
+    return f"resumed {ckpt_path} with this run's settings (checkpoint -> this run): {'; '.join(changed)}"
 
 
 def finished(checkpoint: dict, ckpt_path: str, max_steps: int | None) -> str | None:

@@ -26,7 +26,7 @@ from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
 from stable_rl.interfaces import policy_weights
 from stable_rl.padding import pad_id
-from stable_rl.policy.model_dir import checked_tokenizer
+from stable_rl.policy.model_dir import check_model_dir, checked_tokenizer
 from stable_rl.rollout import EvalBatch, RolloutBatch, RolloutEngine, Sampling
 from stable_rl.timing import timed
 
@@ -142,6 +142,7 @@ class RolloutDataModule(L.LightningDataModule):
         )
         self.engine.place(self.plan, trainer.global_rank, trainer.local_rank)  # its seed stream
         if not self.problems:
+            check_model_dir(self._model_path)  # before the model's config is read for its context
             self._check_context(self._model_path)
             self._load_problems(self._model_path)
 
