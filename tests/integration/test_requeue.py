@@ -1,5 +1,6 @@
-"""Resuming through the CLI (``--ckpt_path``), with the HF engine on the tiny model: the run's log survives,
-a finished run says so."""
+"""Resuming through the CLI (``--ckpt_path``), with the HF engine on the tiny model: the run's log survives, a
+finished run says so, a run resumes its own checkpoint with the settings it is given, and a run folder is held by
+one run at a time."""
 
 import csv
 import shutil
@@ -10,6 +11,7 @@ import quickstart_stack
 import torch
 
 from stable_rl.cli import main
+from stable_rl.cli.run_lock import held_run_folder
 
 REPO = Path(__file__).resolve().parents[2]
 CHECKPOINT_EVERY_STEP = (
@@ -135,3 +137,13 @@ def test_a_bad_or_other_model_path_given_on_resume_is_named(run, tiny_dense_path
     other = r"^the checkpoint holds another model \(trained from data/tiny-qwen3-moe-sft-format"
     with pytest.raises(ValueError, match=other), model_path_named():
         fit(run, *resume, f"--model.init_args.model_path={tiny_dense_path}")
+
+
+def test_a_run_folder_in_use_by_another_run_is_refused_before_anything_is_written(tmp_path):
+    """Two runs started at once into one version folder (here the other holds it already)."""
+    folder = tmp_path / "quickstart" / "version_0"
+    with held_run_folder(folder), pytest.raises(RuntimeError, match=f"^run folder {folder} is in use by another run"):
+        fit(tmp_path, "--trainer.max_steps=1", "--trainer.logger.init_args.version=0")
+    assert not folder.exists()
+    fit(tmp_path, "--trainer.max_steps=1", "--trainer.logger.init_args.version=0")  # once the other has ended
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["version_0"]  # the lock file went with the run

@@ -6,6 +6,8 @@ stable-rl fit --config recipes/minirl.yaml --config recipes/paper/grpo.yaml
 
 import sys
 import warnings
+from contextlib import nullcontext
+from pathlib import Path
 
 import yaml
 from lightning import LightningDataModule, LightningModule
@@ -30,6 +32,7 @@ from stable_rl.cli.resume import (
     resolve_last_checkpoint,
     run_settings,
 )
+from stable_rl.cli.run_lock import held_run_folder
 from stable_rl.cli.run_log import keep_history
 
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
@@ -43,7 +46,7 @@ warnings.filterwarnings("ignore", r"It is recommended to use `self.log\('val/")
 class StableRLCLI(LightningCLI):
     """LightningCLI that names a config file's YAML syntax error with its file and line, resolves
     ``--ckpt_path=last`` to the run's own newest ``last`` checkpoint (and logs the resumed run into that version),
-    keeps a resumed run's earlier ``metrics.csv`` rows, trains nothing (and says so) when the checkpoint's run is
+    holds the run's folder for the run alone, keeps a resumed run's earlier ``metrics.csv`` rows, trains nothing (and says so) when the checkpoint's run is
     finished, gives every run a ``TerminationCheckpoint`` and a progress bar counting steps, links the model
     directory the data module shares with the policy, and, given a ``ConsoleLog``, sends what is not for the
     terminal into the run's ``console.log`` from the start of the fit."""
@@ -98,19 +101,22 @@ class StableRLCLI(LightningCLI):
             self.trainer.callbacks.append(TerminationCheckpoint())
         self.trainer.callbacks.append(RunIdentity(self.settings))
         replace_default_bar(self.trainer.callbacks)
-        if self.config.fit.get("ckpt_path") is not None and self.trainer.global_rank == 0:
-            keep_history(self.trainer.loggers)
-        if self.console_log is not None and (target := log_target(self.trainer)) is not None:
-            for logger in self.trainer.loggers:  # each makes its folder before console.log is written into it
-                logger.experiment  # noqa: B018 (CSVLogger would warn that a new version's folder "is not empty")
-            self.console_log.start(*target)
 
     def fit(self, model, **kwargs) -> None:
-        """Lightning's fit, unless the checkpoint's run is finished already (then it says so)."""
+        """Lightning's fit, unless the checkpoint's run is finished already (then it says so), with the run's folder
+        held by this run alone (the logger's folder, by rank 0, which writes the logs)."""
         if self.finished is not None:
             rank_zero_warn(self.finished, category=StableRLWarning)
             return
-        self.trainer.fit(model, **kwargs)
+        folder = self.trainer.log_dir if self.trainer.loggers and self.trainer.global_rank == 0 else None
+        with held_run_folder(Path(folder)) if folder is not None else nullcontext():
+            if self.config.fit.get("ckpt_path") is not None and self.trainer.global_rank == 0:
+                keep_history(self.trainer.loggers)
+            if self.console_log is not None and (target := log_target(self.trainer)) is not None:
+                for logger in self.trainer.loggers:  # each makes its folder before console.log is written into it
+                    logger.experiment  # noqa: B018 (CSVLogger would warn that a new version's folder "is not empty")
+                self.console_log.start(*target)
+            self.trainer.fit(model, **kwargs)
 
 
 def check_trainer_settings(trainer) -> None:
