@@ -51,6 +51,17 @@ def test_a_state_from_other_prompts_is_refused():
         PromptBatches(ITEMS, BatchPlan(2, 2), seed=5).load_state_dict(state)
 
 
+def test_a_state_from_other_prompts_of_the_same_size_is_refused():
+    """Another prompt file of as many problems (or another template): the content differs."""
+    state = PromptBatches(ITEMS, BatchPlan(3, 2), seed=5).state_dict()
+    other = [item + 100 for item in ITEMS]
+    refused = r"'content': '[0-9a-f]{16}'\}\) are not this run's .*\(prompts and their file's content"
+    with pytest.raises(ValueError, match=refused):
+        PromptBatches(other, BatchPlan(3, 2), seed=5).load_state_dict(state)
+    del state["content"]  # a checkpoint from before the content was kept: its seed, size and batch size agree
+    PromptBatches(other, BatchPlan(3, 2), seed=5).load_state_dict(state)
+
+
 def test_set_epoch_starts_that_epoch_from_its_first_batch():
     """Lightning calls sampler.set_epoch at each epoch start, also after a resume that restored no state
     (an epoch-end checkpoint of an epoch-based run)."""

@@ -6,9 +6,10 @@ import pytest
 from jsonargparse import Namespace
 
 from stable_rl.cli import main
-from stable_rl.cli.app import check_checkpoint_file, check_trainer_settings
+from stable_rl.cli.app import check_trainer_settings
 from stable_rl.cli.components import check_components
 from stable_rl.cli.config_syntax import syntax_error
+from stable_rl.cli.resume import check_checkpoint_file
 from stable_rl.data import ReasoningGymPrompts
 from stable_rl.rl import RolloutDataModule
 from stable_rl.rollout import HFEngine
@@ -225,3 +226,24 @@ def test_every_class_path_names_a_class_of_its_kind():
     )
     config["trainer"]["callbacks"].pop()
     check_components(config)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", r"cut.ckpt is empty \(a save cut off by a crash or a full disk\): resume from another one"),
+        (
+            b"PK\x03\x04 half a zip",
+            r"cut.ckpt cannot be read \(.*\): a damaged file \(a save or copy cut off\) or not a checkpoint of "
+            r"stable-rl's: resume from another one, e.g. an earlier step's, or --ckpt_path=last",
+        ),
+    ],
+    ids=["empty", "damaged"],
+)
+def test_an_empty_or_damaged_checkpoint_is_named_from_the_command_line(tmp_path, monkeypatch, content, message):
+    """Named before anything is built (Lightning's CLI loaded it first: torch's bare EOFError, or its advice to
+    load with weights_only=False)."""
+    monkeypatch.setattr("sys.argv", ["stable-rl"])
+    (tmp_path / "cut.ckpt").write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        main(["fit", f"--config={REPO / 'recipes/minirl.yaml'}", f"--ckpt_path={tmp_path / 'cut.ckpt'}"])

@@ -6,6 +6,7 @@ from stable_rl.callbacks.instability_monitor import InstabilityMonitor
 from stable_rl.callbacks.policy_forward import PolicyForwardCallback
 from stable_rl.callbacks.progress_bar import StepProgressBar
 from stable_rl.callbacks.routing_replay import RoutingReplay
+from stable_rl.callbacks.run_identity import RunIdentity
 from stable_rl.callbacks.termination_checkpoint import TerminationCheckpoint
 from stable_rl.callbacks.training_report import TrainingReport
 from stable_rl.callbacks.validate_before_training import ValidateBeforeTraining
@@ -16,6 +17,7 @@ __all__ = [
     "InstabilityMonitor",
     "PolicyForwardCallback",
     "RoutingReplay",
+    "RunIdentity",
     "StepProgressBar",
     "TerminationCheckpoint",
     "TrainingReport",

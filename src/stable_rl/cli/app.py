@@ -6,21 +6,35 @@ stable-rl fit --config recipes/minirl.yaml --config recipes/paper/grpo.yaml
 
 import sys
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 
-from jsonargparse import Namespace
+import yaml
 from lightning import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from stable_rl import StableRLWarning
 from stable_rl.callbacks.progress_bar import replace_default_bar
+from stable_rl.callbacks.run_identity import RunIdentity
 from stable_rl.callbacks.termination_checkpoint import EXIT_TERMINATED, TerminationCheckpoint
 from stable_rl.cli.components import check_components
 from stable_rl.cli.config_syntax import config_files, syntax_error
 from stable_rl.cli.console_log import ConsoleLog, log_target, quiet_lightning_info, wanted
 from stable_rl.cli.help import StableRLArgumentParser
 from stable_rl.cli.renamed_settings import renamed_setting
-from stable_rl.compat.lightning import SHARDED_CHECKPOINT_METADATA
+from stable_rl.cli.resume import (
+    changed_settings,
+    check_checkpoint_file,
+    finished,
+    is_local_file,
+    read_checkpoint,
+    resolve_last_checkpoint,
+    run_settings,
+)
+from stable_rl.cli.run_lock import held_run_folder
+from stable_rl.cli.run_log import keep_history
 
 # Lightning 2.6 warns on every step checkpoint under manual optimization that the state saved is the
 # one after the update: exactly what a resumed run needs (step k's weights with global_step k).
@@ -32,13 +46,16 @@ warnings.filterwarnings("ignore", r"It is recommended to use `self.log\('val/")
 
 class StableRLCLI(LightningCLI):
     """LightningCLI that names a config file's YAML syntax error with its file and line, resolves
-    ``--ckpt_path=last`` to the run's newest ``last`` checkpoint (and logs the resumed run into that version),
-    gives every run a ``TerminationCheckpoint`` and a progress bar counting steps, links the model directory
-    the data module shares with the policy, and, given a ``ConsoleLog``, sends what is not for the terminal into the
-    run's ``console.log`` from the start of the fit."""
+    ``--ckpt_path=last`` to the run's own newest ``last`` checkpoint (and logs the resumed run into that version),
+    holds the run's folder for the run alone, keeps a resumed run's earlier ``metrics.csv`` rows, trains nothing (and says so) when the checkpoint's run is
+    finished, gives every run a ``TerminationCheckpoint`` and a progress bar counting steps, links the model
+    directory the data module shares with the policy, and, given a ``ConsoleLog``, sends what is not for the
+    terminal into the run's ``console.log`` from the start of the fit."""
 
     def __init__(self, *args, console_log: ConsoleLog | None = None, **kwargs) -> None:
         self.console_log = console_log
+        self.finished: str | None = None  # why the resumed run has nothing to train
+        self.settings: dict = {}  # the run's identity, kept in its checkpoints (``RunIdentity``)
         super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser) -> None:
@@ -61,41 +78,47 @@ class StableRLCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         check_components(self.config[self.subcommand] if self.subcommand else self.config)
         if self.subcommand == "fit":
-            resolve_last_checkpoint(self.config.fit)
-            check_checkpoint_file(self.config.fit.get("ckpt_path"))
+            config = self.config.fit
+            self.settings = run_settings(yaml.safe_load(self.parser.dump(self.config, skip_link_targets=False))["fit"])
+            resolve_last_checkpoint(config, self.settings)
+            check_checkpoint_file(config.get("ckpt_path"))
+            if is_local_file(config.get("ckpt_path")):
+                checkpoint = read_checkpoint(config.ckpt_path)
+                if (changes := changed_settings(checkpoint, config.ckpt_path, self.settings)) is not None:
+                    rank_zero_warn(changes, category=StableRLWarning)
+                self.finished = finished(checkpoint, config.ckpt_path, config.trainer.max_steps)
+
+    def _parse_ckpt_path(self) -> None:
+        """Lightning's loads the checkpoint while it parses and parses its saved hyper-parameters over the command
+        line and config: the settings a resumed run was given were replaced silently, and a bad file failed there
+        (torch's bare ``EOFError``). Here the run's settings apply (``before_instantiate_classes`` names the
+        changed ones) and the file is checked by ``stable_rl.cli.resume``."""
 
     def before_fit(self) -> None:
+        if self.finished is not None:
+            return
         if not self.model.automatic_optimization:  # RL updates (PolicyModule); SFT uses Lightning's own
             check_trainer_settings(self.trainer)
         if not any(isinstance(c, TerminationCheckpoint) for c in self.trainer.callbacks):
             self.trainer.callbacks.append(TerminationCheckpoint())
+        self.trainer.callbacks.append(RunIdentity(self.settings))
         replace_default_bar(self.trainer.callbacks)
-        if self.console_log is not None and (target := log_target(self.trainer)) is not None:
-            for logger in self.trainer.loggers:  # each makes its folder before console.log is written into it
-                logger.experiment  # noqa: B018 (CSVLogger would warn that a new version's folder "is not empty")
-            self.console_log.start(*target)
 
-
-def resolve_last_checkpoint(config) -> None:
-    """``ckpt_path: last`` with a logger that numbers versions: Lightning looks for ``last.ckpt`` only in the
-    new version the logger is about to open, finds none and trains from step 0. Point it instead at the
-    newest ``<save_dir>/<name>/version_*/checkpoints/last*.ckpt`` and log into that version; with none there
-    (a requeued run's first start) the run starts fresh, as Lightning does."""
-    logger = config.trainer.get("logger")
-    init = logger.get("init_args") if isinstance(logger, Namespace) else None
-    if config.get("ckpt_path") != "last" or init is None or init.get("save_dir") is None:
-        return
-    root = Path(init.save_dir) / (init.get("name") or "lightning_logs")
-    if init.get("version") is not None:
-        root = root / (init.version if isinstance(init.version, str) else f"version_{init.version}")
-        found = list(root.glob("checkpoints/last*.ckpt"))
-    else:
-        found = list(root.glob("version_*/checkpoints/last*.ckpt"))
-    if found:
-        newest = max(found, key=lambda path: path.stat().st_mtime)
-        config.ckpt_path = str(newest)
-        if init.get("version") is None:
-            init.version = int(newest.parent.parent.name.removeprefix("version_"))
+    def fit(self, model, **kwargs) -> None:
+        """Lightning's fit, unless the checkpoint's run is finished already (then it says so), with the run's folder
+        held by this run alone (the logger's folder, by rank 0, which writes the logs)."""
+        if self.finished is not None:
+            rank_zero_warn(self.finished, category=StableRLWarning)
+            return
+        folder = self.trainer.log_dir if self.trainer.loggers and self.trainer.global_rank == 0 else None
+        with held_run_folder(Path(folder)) if folder is not None else nullcontext():
+            if self.config.fit.get("ckpt_path") is not None and self.trainer.global_rank == 0:
+                keep_history(self.trainer.loggers)
+            if self.console_log is not None and (target := log_target(self.trainer)) is not None:
+                for logger in self.trainer.loggers:  # each makes its folder before console.log is written into it
+                    logger.experiment  # noqa: B018 (CSVLogger would warn that a new version's folder "is not empty")
+                self.console_log.start(*target)
+            self.trainer.fit(model, **kwargs)
 
 
 def check_trainer_settings(trainer) -> None:
@@ -112,29 +135,6 @@ def check_trainer_settings(trainer) -> None:
             f"trainer.accumulate_grad_batches={trainer.accumulate_grad_batches}: stable-rl accumulates gradients "
             "over micro-batches itself: remove it and set data.init_args.micro_batch_size (memory) or "
             "mini_batch_size (responses per update)"
-        )
-
-
-def check_checkpoint_file(ckpt_path: str | None) -> None:
-    """An empty or missing checkpoint file, or a directory that is no sharded checkpoint, fails here, named, not
-    as torch's "Ran out of input" or "Is a directory" after the model is built."""
-    if ckpt_path in (None, "last", "hpc", "best", "registry") or "://" in str(ckpt_path):
-        return
-    path = Path(ckpt_path)
-    if path.is_file() and path.stat().st_size == 0:
-        raise ValueError(
-            f"checkpoint {path} is empty (a save cut off by a crash or a full disk): resume from another one, "
-            "e.g. an earlier step's, or --ckpt_path=last"
-        )
-    if not path.exists():
-        raise FileNotFoundError(f"checkpoint {path} not found: pass the path of a .ckpt file, or --ckpt_path=last")
-    if path.is_dir() and not (path / SHARDED_CHECKPOINT_METADATA).is_file():
-        found = sorted(path.glob("**/*.ckpt"))
-        example = f", e.g. {found[-1]}" if found else ""
-        raise IsADirectoryError(
-            f"checkpoint {path} is a directory but not a sharded (FSDP2) checkpoint "
-            f"(no {SHARDED_CHECKPOINT_METADATA} in it): "
-            f"pass the path of a .ckpt file{example}, or --ckpt_path=last"
         )
 
 

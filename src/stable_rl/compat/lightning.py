@@ -52,3 +52,9 @@ def saves_distributed_checkpoint(strategy: ModelParallelStrategy) -> bool:
     """Whether the strategy saves one shard file per process (its constructor's
     ``save_distributed_checkpoint``, kept as ``ModelParallelStrategy._save_distributed_checkpoint``)."""
     return strategy._save_distributed_checkpoint
+
+
+def set_csv_writer(logger, writer) -> None:
+    """Make ``writer`` the ``CSVLogger``'s experiment before it makes its own (``CSVLogger._experiment``, which
+    its ``experiment`` property creates on first use)."""
+    logger._experiment = writer

@@ -1,5 +1,6 @@
 """Shuffled batches of training problems that a checkpoint can resume mid-epoch."""
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Generic, TypeVar
 
@@ -37,6 +38,7 @@ class PromptBatches(Generic[T]):
         self.lag = 0  # how many epochs Lightning's count is ahead of ``epoch`` (see ``set_epoch``)
         self.resumed = False  # a state was loaded and no epoch has started since
         self.sampler = self  # where Lightning looks for ``set_epoch``
+        self._content: str | None = None  # digest of the items, made once (``_identity``)
 
     def set_epoch(self, epoch: int) -> None:
         """Lightning, at every epoch start: a new epoch starts from its first batch.
@@ -77,19 +79,26 @@ class PromptBatches(Generic[T]):
             batch = order[start : start + self.batch_size]
             yield [self.items[batch[i]] for i in self.share]
 
-    def state_dict(self) -> dict[str, int]:
+    def state_dict(self) -> dict:
         return {"epoch": self.epoch, "consumed": self.consumed, "lag": self.lag, **self._identity()}
 
-    def _identity(self) -> dict[str, int]:
-        return {"seed": self.seed, "size": len(self.items), "batch_size": self.batch_size}
+    def _identity(self) -> dict[str, int | str]:
+        """The prompts' seed, size, batch size and content (a digest of every item, in order)."""
+        if self._content is None:
+            digest = hashlib.sha256()
+            for item in self.items:
+                digest.update(repr(item).encode())
+            self._content = digest.hexdigest()[:16]
+        return {"seed": self.seed, "size": len(self.items), "batch_size": self.batch_size, "content": self._content}
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
+    def load_state_dict(self, state: dict) -> None:
         mine = self._identity()
-        theirs = {k: state.get(k) for k in mine}
-        if theirs != mine:
+        theirs = {k: state.get(k) for k in mine if k in state}  # a checkpoint from before "content" has none
+        if theirs != {k: mine[k] for k in theirs}:
             raise ValueError(
                 f"the checkpoint's training prompts ({theirs}) are not this run's ({mine}): resume with the "
-                "data settings (prompts, prompts_per_step, data.seed / seed_everything) the checkpoint was trained with"
+                "data settings (prompts and their file's content, template, prompts_per_step, data.seed / "
+                "seed_everything) the checkpoint was trained with"
             )
         self.epoch, self.consumed, self.lag = state["epoch"], state["consumed"], state.get("lag", 0)
         self.resumed = True

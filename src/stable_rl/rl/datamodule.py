@@ -142,6 +142,7 @@ class RolloutDataModule(L.LightningDataModule):
         )
         self.engine.place(self.plan, trainer.global_rank, trainer.local_rank)  # its seed stream
         if not self.problems:
+            check_model_dir(self._model_path)  # before the model's config is read for its context
             self._check_context(self._model_path)
             self._load_problems(self._model_path)
 
