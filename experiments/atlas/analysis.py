@@ -13,7 +13,14 @@ from pathlib import Path
 
 from stable_rl.analysis.heldout_change import HeldoutChange
 from stable_rl.analysis.run_logs import series_of
-from stable_rl.analysis.survival import Survival, collapse_time, logrank_power, trailing_means, weibull_fit_groups
+from stable_rl.analysis.survival import (
+    Survival,
+    collapse_time,
+    logrank_power,
+    trailing_means,
+    weibull_fit_groups,
+    weibull_shape_lower_bound,
+)
 
 HERE = Path(__file__).parent
 LEVELS = {  # run-name prefix -> (level, setting), PROTOCOL.md Part 1
@@ -159,8 +166,9 @@ def rate_table(runs: dict[str, list[dict[str, str]]]) -> str:
     return "\n".join(lines)
 
 
-POWER_SEEDS = (6, 8, 10, 12, 16, 20)  # Part 2: the smallest with power >= 0.8 against a 2x ratio
+POWER_SEEDS = (6, 8, 10, 12)  # Part 2: the smallest with power >= 0.8 against a 2x ratio; 12 at most
 RATIOS = (1.25, 1.5, 2, 3, 4, 6, 8)  # Part 2: the ratios of median times to collapse that n seeds might detect
+MEDIANS = (150, 300, 450)  # Part 2: the earlier arm's median time to collapse; the power is the least over them
 
 
 def cells_of(runs: dict[str, list[dict[str, str]]], horizon: int) -> dict[str, list[Survival]]:
@@ -171,50 +179,62 @@ def cells_of(runs: dict[str, list[dict[str, str]]], horizon: int) -> dict[str, l
     return cells
 
 
-def power_table(
-    runs: dict[str, list[dict[str, str]]], horizon: int = 900, simulations: int = 2000, max_splits: int = 10_000
-) -> str:
-    """Part 2's seeds rule from the power wave: a common Weibull shape and a scale per cell (censored MLE), the
-    reference arm (most collapses; ties: the smaller scale, i.e. the earlier median), the power of the log-rank
-    permutation test against a 2x ratio at each candidate n until one reaches 0.8, and the ratio n detects."""
+def least_power(shape: float, ratio: float, seeds: int, horizon: int, simulations: int) -> float:
+    """Part 2's power: the least over MEDIANS of the log-rank permutation test's power at level 0.05 against
+    ``ratio``, times floored at the 100-update warm-up and censored at the last update, H - 1."""
+    return min(
+        logrank_power(
+            shape,
+            median / math.log(2) ** (1 / shape),
+            ratio,
+            seeds,
+            horizon - 1,
+            simulations=simulations,
+            max_splits=10_000,
+            floor=100,
+        )
+        for median in MEDIANS
+    )
+
+
+def power_table(runs: dict[str, list[dict[str, str]]], horizon: int = 900, simulations: int = 2000) -> str:
+    """Part 2's seeds rule from the power wave: the shared Weibull shape's lower 80% profile-likelihood bound
+    where the wave has at least 5 collapses (otherwise k = 2, and k = 1 reported beside it), the least power over
+    MEDIANS against a 2x ratio at each candidate n until one reaches 0.8, and the ratio that n detects."""
     cells = cells_of(runs, horizon)
-    lines = ["| cell | seeds | collapsed | times to collapse (censored: >) | Weibull scale |", "|---|---|---|---|---|"]
-    if any(s.collapsed for runs_ in cells.values() for s in runs_):
-        shape, scales = weibull_fit_groups(list(cells.values()))
-        fitted = dict(zip(cells, scales, strict=True))
-        reference = min(cells, key=lambda c: (-sum(s.collapsed for s in cells[c]), fitted[c]))
-        references = {f"k = {shape:.3g} (fitted), reference {reference}": (shape, fitted[reference])}
-    else:
-        fitted = dict.fromkeys(cells, math.inf)  # no collapse: Part 2's fallback, the reference median at 450
-        references = {f"k = {k} (assumed), median 450": (k, 450 / math.log(2) ** (1 / k)) for k in (1, 2, 4)}
+    collapses = sum(s.collapsed for runs_ in cells.values() for s in runs_)
+    lines = ["| cell | seeds | collapsed | times to collapse (censored: >) |", "|---|---|---|---|"]
     for cell, survivals in cells.items():
         times = ", ".join(f"{s.time:g}" if s.collapsed else f">{s.time:g}" for s in survivals)
-        scale = f"{fitted[cell]:.0f}" if math.isfinite(fitted[cell]) else "none (no collapse)"
-        lines.append(f"| {cell} | {len(survivals)} | {sum(s.collapsed for s in survivals)} | {times} | {scale} |")
-
-    def power(shape: float, scale: float, ratio: float, n: int) -> float:
-        return logrank_power(shape, scale, ratio, n, horizon, simulations=simulations, max_splits=max_splits)
-
+        lines.append(f"| {cell} | {len(survivals)} | {sum(s.collapsed for s in survivals)} | {times} |")
+    if collapses >= 5:
+        fitted = weibull_fit_groups(list(cells.values()))[0]
+        shape = weibull_shape_lower_bound(list(cells.values()))
+        shapes = {f"k = {shape:.3g} (lower 80% bound; fitted {fitted:.3g})": shape}
+    else:
+        shapes = {"k = 2 (assumed: fewer than 5 collapses)": 2.0, "k = 1 (reported beside it)": 1.0}
     lines += [
         "",
-        "| model | seeds | power against 2x | smallest ratio detected with power >= 0.8 |",
+        f"{collapses} collapses in {sum(map(len, cells.values()))} runs. Power: the least over earlier-arm medians "
+        f"{', '.join(map(str, MEDIANS))} updates, level 0.05, {simulations} simulations each.",
+        "",
+        "| shape | seeds | power against 2x | smallest ratio detected with power >= 0.8 |",
         "|---|---|---|---|",
     ]
-    fallback = len(references) > 1  # no collapse: n = 6 (Part 2), its power under each assumed shape
     chosen = []
-    for label, (shape, scale) in references.items():
+    for label, shape in shapes.items():
         curve = {}
-        for n in POWER_SEEDS[:1] if fallback else POWER_SEEDS:
-            curve[n] = power(shape, scale, 2.0, n)
+        for n in POWER_SEEDS:
+            curve[n] = least_power(shape, 2.0, n, horizon, simulations)
             if curve[n] >= 0.8:
                 break
-        n = next((n for n, p in curve.items() if p >= 0.8), max(curve))
-        detected = next((r for r in RATIOS if power(shape, scale, r, n) >= 0.8), None)
+        n = next((n for n, p in curve.items() if p >= 0.8), POWER_SEEDS[-1])
+        detected = next((r for r in RATIOS if least_power(shape, r, n, horizon, simulations) >= 0.8), None)
         for m, p in curve.items():
             found = (f"{detected:g}x" if detected else "beyond 8x") if m == n else ""
             lines.append(f"| {label} | {m} | {p:.3f} | {found} |")
         chosen.append(n)
-    lines.append(f"\nSeeds per cell: {chosen[0]} (Part 2's rule; {simulations} simulations each, horizon {horizon}).\n")
+    lines.append(f"\nSeeds per cell with a verdict: {chosen[0]} (Part 2's rule; at most {POWER_SEEDS[-1]}).\n")
     return "\n".join(lines)
 
 

@@ -15,6 +15,8 @@ from stable_rl.analysis.survival import (
     trailing_means,
     weibull_fit,
     weibull_fit_groups,
+    weibull_profile,
+    weibull_shape_lower_bound,
 )
 
 
@@ -127,6 +129,23 @@ def test_a_shared_shape_with_a_scale_per_group_solves_the_pooled_score_equation(
     assert k == pytest.approx(1.5, rel=0.05) and scales[0] == pytest.approx(300, rel=0.05)
     assert scales[1] == pytest.approx(600, rel=0.08) and scales[2] == math.inf
     assert weibull_fit(groups[0]) == (weibull_fit_groups([groups[0]])[0], weibull_fit_groups([groups[0]])[1][0])
+
+
+def test_the_shapes_lower_bound_is_where_the_profile_drops_by_half_the_chi_square_quantile():
+    """Exponential-like draws (k near 1): at the bound, l(k_hat) - l(k) = 1.6424 / 2 (chi-square(1) at 0.8), and
+    the bound lies below k_hat."""
+    u = (np.arange(12) + 0.5) / 12
+    runs = [Survival(float(t), True) for t in 300 * -np.log(1 - u)]
+    k_hat, _ = weibull_fit_groups([runs])
+    low = weibull_shape_lower_bound([runs])
+    profile = weibull_profile([runs])
+    assert low < k_hat and profile(math.log(k_hat)) - profile(math.log(low)) == pytest.approx(1.6424 / 2, abs=1e-3)
+
+
+def test_a_floor_lifts_early_draws_to_the_warmup():
+    """With a scale of 1 every draw is far below the floor of 100: both arms collapse at 100, nothing separates."""
+    assert logrank_power(2.0, 1.0, ratio=8.0, seeds=6, horizon=1000, simulations=20, floor=100) == 0.0
+    assert logrank_power(2.0, 1.0, ratio=8.0, seeds=6, horizon=1000, simulations=20) == 1.0
 
 
 def test_power_is_small_without_an_effect_and_near_one_with_a_large_one():

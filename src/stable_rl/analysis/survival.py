@@ -11,6 +11,7 @@ simulating Weibull times fitted to pilot runs (one shape shared by several arms,
 import math
 from dataclasses import dataclass
 from itertools import combinations
+from statistics import NormalDist
 
 import numpy as np
 
@@ -120,13 +121,48 @@ def weibull_fit_groups(groups: list[list[Survival]]) -> tuple[float, list[float]
     collapses of log f(t) plus sum over censored runs of log S(t), S(t) = exp(-(t / lam_g)^k). For a given k,
     lam_g^k = sum_g t^k / collapses_g; k by golden section on log k in [log 0.05, log 50]. A group without a
     collapse has no finite scale (inf) and adds nothing to k."""
-    times = [np.array([s.time for s in g], dtype=float) for g in groups]
-    events = [np.array([s.collapsed for s in g]) for g in groups]
-    if not any(e.any() for e in events):
+    profile = weibull_profile(groups)
+    low, high = math.log(0.05), math.log(50.0)
+    golden = (math.sqrt(5) - 1) / 2
+    for _ in range(200):
+        x1, x2 = high - golden * (high - low), low + golden * (high - low)
+        low, high = (low, x2) if profile(x1) > profile(x2) else (x1, high)
+    k = math.exp((low + high) / 2)
+    scales = [
+        float((np.sum(t**k) / e.sum()) ** (1 / k)) if e.any() else math.inf
+        for t, e in (_times_events(g) for g in groups)
+    ]
+    return k, scales
+
+
+def weibull_shape_lower_bound(groups: list[list[Survival]], level: float = 0.8) -> float:
+    """The lower end of the two-sided ``level`` profile-likelihood interval of the shared shape k: the k below the
+    fitted one where 2 (l(k_hat) - l(k)) reaches the chi-square(1) quantile (1.642 at 0.8). A smaller k spreads the
+    times to collapse more, so a power computed at it errs towards more seeds."""
+    profile = weibull_profile(groups)
+    top = math.log(weibull_fit_groups(groups)[0])
+    drop = NormalDist().inv_cdf((1 + level) / 2) ** 2 / 2  # chi-square(1) quantile = squared normal one
+    low, high = math.log(0.05), top
+    if profile(top) - profile(low) < drop:
+        return 0.05
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if profile(top) - profile(middle) > drop else (low, middle)
+    return math.exp((low + high) / 2)
+
+
+def _times_events(runs: list[Survival]) -> tuple[np.ndarray, np.ndarray]:
+    return np.array([s.time for s in runs], dtype=float), np.array([s.collapsed for s in runs])
+
+
+def weibull_profile(groups: list[list[Survival]]):
+    """log k -> the censored Weibull log-likelihood of ``groups`` at shape k, each group's scale at its optimum."""
+    pairs = [_times_events(g) for g in groups]
+    if not any(e.any() for _, e in pairs):
         raise ValueError("no run collapsed: a Weibull fit needs at least one collapse")
-    if any((t <= 0).any() for t in times):
-        raise ValueError(f"times to collapse must be positive, got {sorted(np.concatenate(times))}")
-    fitted = [(np.log(t), e) for t, e in zip(times, events, strict=True) if e.any()]
+    if any((t <= 0).any() for t, _ in pairs):
+        raise ValueError(f"times to collapse must be positive, got {sorted(np.concatenate([t for t, _ in pairs]))}")
+    fitted = [(np.log(t), e) for t, e in pairs if e.any()]
 
     def profile(log_k: float) -> float:
         k, total = math.exp(log_k), 0.0
@@ -136,16 +172,7 @@ def weibull_fit_groups(groups: list[list[Survival]]) -> tuple[float, list[float]
             total += e.sum() * (log_k - log_lam_k) + (k - 1) * log_t[e].sum() - e.sum()
         return total
 
-    low, high = math.log(0.05), math.log(50.0)
-    golden = (math.sqrt(5) - 1) / 2
-    for _ in range(200):
-        x1, x2 = high - golden * (high - low), low + golden * (high - low)
-        low, high = (low, x2) if profile(x1) > profile(x2) else (x1, high)
-    k = math.exp((low + high) / 2)
-    scales = [
-        float((np.sum(t**k) / e.sum()) ** (1 / k)) if e.any() else math.inf for t, e in zip(times, events, strict=True)
-    ]
-    return k, scales
+    return profile
 
 
 def logrank_power(
@@ -158,15 +185,17 @@ def logrank_power(
     alpha: float = 0.05,
     seed: int = 0,
     max_splits: int = 100_000,
+    floor: float = 0.0,
 ) -> float:
     """The share of ``simulations`` in which the permutation log-rank test at level ``alpha`` tells apart two
     arms of ``seeds`` runs each, one with Weibull(``shape``, ``scale``) times to collapse and one ``ratio`` times
-    later (the same shape: every quantile, the median too, ``ratio`` times later), both censored at ``horizon``."""
+    later (the same shape: every quantile, the median too, ``ratio`` times later), both censored at ``horizon``; a
+    time below ``floor`` (a warm-up in which no collapse is read) counts as at ``floor``."""
     rng = np.random.default_rng(seed)
     detected = 0
     for _ in range(simulations):
         early, late = (
-            [Survival(min(x, horizon), bool(x <= horizon)) for x in lam * rng.weibull(shape, seeds)]
+            [Survival(min(max(x, floor), horizon), bool(x <= horizon)) for x in lam * rng.weibull(shape, seeds)]
             for lam in (scale, ratio * scale)
         )
         detected += logrank_permutation_p(early, late, max_splits=max_splits, seed=int(rng.integers(2**31))) <= alpha
