@@ -80,13 +80,17 @@ def test_only_other_runs_checkpoints_are_refused_naming_both(tmp_path):
 
 
 def test_a_run_s_identity_is_its_config_less_what_a_requeue_changes():
+    """Less where it is, how long it runs, and its memory and speed switches (an out-of-memory requeue with a smaller
+    micro-batch, or compilation switched off, is still the same run)."""
     dump = {
         "seed_everything": 0,
         "ckpt_path": "last",
         "config": ["recipes/minirl.yaml"],
         "trainer": {"max_steps": 200, "logger": {"init_args": {"version": 3, "name": "minirl"}}, "callbacks": []},
-        "model": {"init_args": {"optimizer": {"init_args": {"lr": 1e-4}}}},
-        "data": {"init_args": {"eval_sets": {}}},
+        "model": {"init_args": {"optimizer": {"init_args": {"lr": 1e-4}}, "runtime": {"init_args": {"compile": True}}}},
+        "data": {
+            "init_args": {"eval_sets": {}, "micro_batch_size": 8, "engine": {"init_args": {"max_new_tokens": 64}}}
+        },
     }
     assert run_settings(dump) == {
         "seed_everything": 0,
@@ -94,4 +98,5 @@ def test_a_run_s_identity_is_its_config_less_what_a_requeue_changes():
         "trainer.callbacks": [],
         LR: 1e-4,
         "data.init_args.eval_sets": {},
+        "data.init_args.engine.init_args.max_new_tokens": 64,
     }

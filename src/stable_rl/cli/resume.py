@@ -10,7 +10,8 @@ from jsonargparse import Namespace
 from stable_rl.compat.lightning import SHARDED_CHECKPOINT_METADATA
 
 LIGHTNING_PATHS = ("last", "hpc", "best", "registry")  # ckpt_path values Lightning resolves itself
-RESUME_SETTINGS = (  # where the run is, and what a requeue or a longer run changes: not part of its identity
+RESUME_SETTINGS = (  # where the run is, what a requeue or a longer run changes, and how it uses the machine (memory
+    # and speed switches that an out-of-memory requeue may change, the run's numbers staying its own): not its identity
     "config",
     "ckpt_path",
     "trainer.default_root_dir",
@@ -19,6 +20,11 @@ RESUME_SETTINGS = (  # where the run is, and what a requeue or a longer run chan
     "trainer.max_epochs",
     "trainer.max_time",
     "trainer.logger.init_args.version",
+    "trainer.enable_progress_bar",
+    "data.init_args.micro_batch_size",
+    "data.init_args.engine.init_args.gpu_memory_utilization",
+    "data.init_args.engine.init_args.kv_cache_memory_bytes",
+    "model.init_args.runtime",
 )
 
 
