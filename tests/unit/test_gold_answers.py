@@ -20,6 +20,7 @@ ANSWERS = ["3", r"\frac{1}{2}", "10^{10^{10}}", "}{", "-7", "9!!!!", "x^2+1", "1
 @pytest.fixture(scope="module")
 def verifier():
     with MathVerifier(num_workers=2, timeout=1.0) as v:
+        v([r"\boxed{1}", r"\boxed{2}"], ["1", "2"])  # workers started and math-verify imported: 1 s is scoring alone
         yield v
 
 
