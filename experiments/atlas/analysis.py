@@ -4,14 +4,12 @@ heldout_outcomes.csv as experiments/atlas/pack_logs.sh packed them).
     python experiments/atlas/analysis.py   # experiments/atlas/pilot/: dial.md, rate.md, control.png, power.md
 """
 
-import csv
-import io
 import math
 import statistics
-import tarfile
 from pathlib import Path
 
 from stable_rl.analysis.heldout_change import HeldoutChange
+from stable_rl.analysis.run_logs import read_archive as read_runs
 from stable_rl.analysis.run_logs import series_of
 from stable_rl.analysis.survival import (
     Survival,
@@ -39,17 +37,6 @@ READINGS = {  # column -> metric, each the median over a run's training steps (P
     "per-response gap, p90 (nats)": "train/health/seq_train_infer_abs_p90",
     "tokens beyond the IS cap": "train/health/train_infer_beyond_cap",
 }
-
-
-def read_runs(archive: Path) -> dict[str, list[dict[str, str]]]:
-    """Each run's metrics.csv rows, by run name (the folder above version_0)."""
-    runs = {}
-    with tarfile.open(archive) as tar:
-        for member in tar.getmembers():
-            if member.name.endswith("/metrics.csv"):
-                name = Path(member.name).parts[-3]
-                runs[name] = list(csv.DictReader(io.TextIOWrapper(tar.extractfile(member), encoding="utf-8")))
-    return runs
 
 
 def step_median(rows: list[dict[str, str]], metric: str) -> float:

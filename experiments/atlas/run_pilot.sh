@@ -23,7 +23,7 @@ case $wave in
     ;;
   power)
     rate=${2:?usage: run_pilot.sh power RATE (the rate Part 1 chose: 3e-4, Part 1c)}
-    seeds=(0 1 2) steps=(--trainer.max_steps=900)  # H (Part 1c)
+    seeds=(0 1 2)
     [ -f "$r/lr/lr$rate.yaml" ] || { echo "no $r/lr/lr$rate.yaml: the rate is one of the candidates" >&2 && exit 2; }
     for level in l3_fp8_kv l7_noise0.3; do
       for method in "" recipes/paper/minirl_no_is.yaml; do

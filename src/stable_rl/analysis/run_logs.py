@@ -1,8 +1,11 @@
-"""The log reader of finished runs: each run's metrics from its Lightning CSV log, and the runs' labels."""
+"""The log reader of finished runs: each run's metrics from its Lightning CSV log (alone, compressed, or packed
+with others in a study's archive), and the runs' labels."""
 
 import csv
 import gzip
+import io
 import lzma
+import tarfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
@@ -43,6 +46,17 @@ def read_run(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     if not series:
         raise ValueError(f"{path}: the log has no values (a run that logged nothing): nothing to report")
     return series
+
+
+def read_archive(archive: Path) -> dict[str, list[dict[str, str]]]:
+    """Each run's metrics.csv rows, by run name (the folder above ``version_N``), from a ``.tar.xz`` of run folders
+    (``experiments/atlas/pack_logs.sh``)."""
+    runs = {}
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            if member.name.endswith("/metrics.csv") and (f := tar.extractfile(member)) is not None:
+                runs[Path(member.name).parts[-3]] = list(csv.DictReader(io.TextIOWrapper(f, encoding="utf-8")))
+    return runs
 
 
 def run_labels(run_dirs: list[Path]) -> list[str]:
