@@ -33,6 +33,8 @@ class BatchPlan:
         processes: data-parallel training processes (``trainer.world_size``).
         tensor_parallel_size: consecutive processes that share one rollout engine when there are several.
         devices_per_node: processes per node, which an engine may not span; None: not checked.
+        max_staleness: k, steps between the weights that generate a batch and the step that trains on it
+            (``data.max_staleness``; 0: synchronous, on-policy lag 0).
     """
 
     prompts_per_step: int
@@ -42,6 +44,7 @@ class BatchPlan:
     processes: int = 1
     tensor_parallel_size: int = 1
     devices_per_node: int | None = None
+    max_staleness: int = 0
 
     def __post_init__(self) -> None:
         processes, g, mini, total = self.processes, self.group_size, self.mini, self.global_batch_size

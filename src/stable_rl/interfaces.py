@@ -3,7 +3,7 @@ callbacks of both. Shared settings travel by ``LightningCLI.link_arguments`` (``
 lookups of ``trainer.lightning_module`` and ``trainer.datamodule`` are here and nowhere else."""
 
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 import lightning as L
 from torch import Tensor, nn
@@ -16,6 +16,13 @@ class PolicyWeights(Protocol):
     """What a data module reads of the policy module: its current weights, to sync the rollout engine."""
 
     def full_weights(self) -> Iterator[tuple[str, Tensor]]: ...
+
+
+class GenerationLogprobs(Protocol):
+    """What a pipelining data module (``data.max_staleness`` >= 1) asks of the policy module: log pi_gen of a
+    rollout just generated from its current weights."""
+
+    def generation_logprobs(self, batch) -> Tensor: ...
 
 
 class RouteSource(Protocol):
@@ -46,12 +53,19 @@ def conforms(obj: object, protocol: type) -> bool:
 
 def policy_weights(trainer: L.Trainer) -> PolicyWeights:
     """The trainer's module, as a source of weights."""
+    return _policy_module(trainer, PolicyWeights, "full_weights() to sync the rollout engine with")
+
+
+def generation_logprobs(trainer: L.Trainer) -> GenerationLogprobs:
+    """The trainer's module, as the scorer of rollouts in flight."""
+    return _policy_module(trainer, GenerationLogprobs, "generation_logprobs() to score rollouts in flight with")
+
+
+def _policy_module(trainer: L.Trainer, protocol: type, missing: str) -> Any:
+    """The trainer's module as ``protocol``, or a TypeError saying it has no ``missing``."""
     module = trainer.lightning_module
-    if not conforms(module, PolicyWeights):
-        raise TypeError(
-            f"{type(module).__name__} has no full_weights() to sync the rollout engine with: train a "
-            "stable_rl.rl.PolicyModule"
-        )
+    if not conforms(module, protocol):
+        raise TypeError(f"{type(module).__name__} has no {missing}: train a stable_rl.rl.PolicyModule")
     return module
 
 

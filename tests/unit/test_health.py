@@ -30,6 +30,23 @@ def test_log_ratio_splits_into_train_infer_and_staleness():
     torch.testing.assert_close(ratios["total"], torch.tensor([[LN2, -LN2]]))
 
 
+def test_a_pipelined_batch_splits_at_the_weights_that_generated_it():
+    """Powers of two, so every log-ratio is an exact multiple of ln 2: mu_old 1/8 -> pi_gen 1/4 (train_infer ln 2)
+    -> pi_old 1/2 -> pi_theta 1/2 (staleness ln 2); the parts add up to the total, token by token."""
+    mu = torch.tensor([[0.125, 0.5]]).log()
+    generation = torch.tensor([[0.25, 0.5]]).log()
+    old = torch.tensor([[0.5, 0.25]]).log()
+    theta = torch.tensor([[0.5, 0.5]]).log()
+    ratios = token_log_ratios(theta, old, mu, generation)
+    torch.testing.assert_close(ratios["train_infer"], torch.tensor([[LN2, 0.0]]))
+    torch.testing.assert_close(ratios["staleness"], torch.tensor([[LN2, 0.0]]))
+    assert torch.equal(ratios["total"], ratios["train_infer"] + ratios["staleness"])
+    torch.testing.assert_close(ratios["total"], torch.tensor([[2 * LN2, 0.0]]))
+    assert torch.equal(
+        token_log_ratios(theta, old, mu, old)["staleness"], token_log_ratios(theta, old, mu)["staleness"]
+    )
+
+
 def test_sequence_linearisation_gap_by_hand():
     """Ratios 2 and 1/2: the sequence ratio is 1, its first-order form 1 + 1 - 1/2 = 1.5: gap 0.5.
     A single token (the rest padding) is linear: gap 0."""

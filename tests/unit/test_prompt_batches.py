@@ -130,3 +130,11 @@ def test_with_mini_batches_each_process_takes_its_part_of_every_one():
     assert shares == [[whole[i] for i in (0, 1, 4, 5)], [whole[i] for i in (2, 3, 6, 7)]]
     with pytest.raises(ValueError, match=r"choose a multiple of 4 \(processes x mini-batches\)"):
         PromptBatches(ITEMS, BatchPlan(6, 2, processes=4), seed=5, process=0)  # at N = 2, whole groups fail first
+
+
+def test_a_pipelined_run_gets_each_batch_with_the_next_one_across_epochs():
+    """max_staleness = 1: item t is batch t followed by batch t + 1, the last of an epoch by the next epoch's
+    first, while Lightning still counts 3 batches an epoch."""
+    plain = list(itertools.chain.from_iterable(epochs(PromptBatches(ITEMS, BatchPlan(3, 2), seed=5), 3)))
+    windows = list(itertools.chain.from_iterable(epochs(PromptBatches(ITEMS, BatchPlan(3, 2, max_staleness=1), 5), 2)))
+    assert windows == [plain[t] + plain[t + 1] for t in range(6)]

@@ -44,6 +44,7 @@ def test_data_sizes_below_1_are_refused(name):
     [
         ({"mini_batch_size": 0}, r"mini_batch_size=0 must be at least 1, or null for the whole batch"),
         ({"micro_batch_size": -4}, r"micro_batch_size=-4 must be at least 1, or null for the whole batch"),
+        ({"max_staleness": -1}, r"max_staleness=-1 must be at least 0: the steps a rollout waits"),
     ],
 )
 def test_batch_sizes_that_would_mean_something_else_are_refused(setting, message):

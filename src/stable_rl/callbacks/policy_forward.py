@@ -8,8 +8,10 @@ import lightning as L
 from stable_rl.interfaces import TrainedPolicy
 
 # "old": the no-grad pi_old recompute (mini-batches 2..N); "update": a micro-batch of an update;
-# "first": a micro-batch of the first mini-batch's update, whose forward is also its pi_old pass
-Phase = Literal["old", "update", "first"]
+# "first": a micro-batch of the first mini-batch's update, whose forward is also its pi_old pass;
+# "generation": the no-grad log pi_gen pass of a rollout just generated, to be trained on data.max_staleness
+# steps later (outside any training step: health metrics only, nothing to record or log)
+Phase = Literal["old", "update", "first", "generation"]
 
 
 class PolicyForwardCallback(L.Callback):

@@ -24,7 +24,7 @@ belong to (``check_alignment``). The checks run on the batch's device.
 """
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Literal
 
 import lightning as L
@@ -98,7 +98,14 @@ class RoutingReplay(PolicyForwardCallback):
     def policy_forward(self, module: TrainedPolicy, phase: Phase, batch) -> Iterator[None]:
         """ "old": R2 records the routes, R3 replays the rollout's; "update": both replay; "first" (the
         first mini-batch, whose update forward is also its pi_old pass): R2 records (replaying pi_old's
-        own routes changes nothing), R3 replays."""
+        own routes changes nothing), R3 replays; "generation" (log pi_gen of a rollout in flight): R3 replays as
+        for pi_old, R2 lets the routers choose (it replays within a step only)."""
+        if phase == "generation":
+            replay = self.mode == "R3" and batch.routes is not None  # none: on_train_batch_start names the fix
+            packed = module.runtime.packed_sequences
+            with self.hooks.replay(batch.routes, batch.attention_mask, packed) if replay else nullcontext():
+                yield
+            return
         needed = routed_positions(batch.attention_mask)
         if self.mode == "R2" and phase in ("old", "first"):
             with self.hooks.record(batch.input_ids, batch.attention_mask, module.runtime.packed_sequences):

@@ -26,6 +26,10 @@ class PromptBatches(Generic[T]):
     every mini-batch), so its k-th local mini-batch is its part of the k-th global one, as in a single
     process. Each problem's G responses stay on one engine, and a checkpoint resumes on any number of
     processes.
+
+    Pipelined (``plan.max_staleness`` = k >= 1): each item is the window of k + 1 batches starting at that step's,
+    concatenated (the later ones read on into the next epoch's order), so the data module can roll out a batch k
+    steps before it is trained on; Lightning's count of batches and the resume state are those of k = 0.
     """
 
     def __init__(self, items: Sequence[T], plan: BatchPlan, seed: int, process: int = 0) -> None:
@@ -33,6 +37,7 @@ class PromptBatches(Generic[T]):
         self.batch_size = plan.prompts_per_step
         self.seed = seed
         self.share = plan.engine_share(process)
+        self.window = plan.max_staleness + 1
         self.epoch = 0
         self.consumed = 0  # batches of ``epoch`` already handed out
         self.lag = 0  # how many epochs Lightning's count is ahead of ``epoch`` (see ``set_epoch``)
@@ -72,12 +77,18 @@ class PromptBatches(Generic[T]):
         self.resumed = False
         if self.consumed >= len(self):  # the last epoch ended (or a checkpoint was saved at its end)
             self.epoch, self.consumed = self.epoch + 1, 0
-        order = self.order(self.epoch)
+        orders = {self.epoch: self.order(self.epoch)}  # and the next epoch's, once a window reaches into it
         while self.consumed < len(self):
-            start = self.consumed * self.batch_size
+            window = []
+            for ahead in range(self.window):
+                epoch, index = divmod(self.consumed + ahead, len(self))
+                if self.epoch + epoch not in orders:
+                    orders[self.epoch + epoch] = self.order(self.epoch + epoch)
+                order = orders[self.epoch + epoch]
+                batch = order[index * self.batch_size : (index + 1) * self.batch_size]
+                window += [self.items[batch[i]] for i in self.share]
             self.consumed += 1
-            batch = order[start : start + self.batch_size]
-            yield [self.items[batch[i]] for i in self.share]
+            yield window
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "consumed": self.consumed, "lag": self.lag, **self._identity()}

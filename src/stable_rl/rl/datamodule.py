@@ -4,7 +4,9 @@ The dataloader yields only problems (cheap, so Lightning's one-batch prefetch is
 rollout happens in ``on_before_batch_transfer``, which Lightning calls right before each
 ``training_step``, after the previous step's updates. There the engine is synced to the policy's
 current weights, samples G responses per prompt, and the verifier scores them, so every rollout
-comes from the weights of the step right before it (on-policy lag 0). Validation works the same
+comes from the weights of the step right before it (on-policy lag 0). With ``max_staleness`` = k >= 1
+the rollout of step t + k is generated there instead, and the one generated k steps earlier is trained on
+(``stable_rl.rl.in_flight``). Validation works the same
 way on the ``eval_sets`` (one dataloader each), with its own ``eval_sampling`` and n samples
 per problem, yielding ``EvalBatch`` rewards for avg@n and pass@k.
 """
@@ -24,9 +26,10 @@ from stable_rl.data.prompt_batches import PromptBatches
 from stable_rl.data.prompts import Problem, PromptSource
 from stable_rl.data.template import PromptTemplate
 from stable_rl.data.verifier import MathVerifier
-from stable_rl.interfaces import policy_weights
+from stable_rl.interfaces import generation_logprobs, policy_weights
 from stable_rl.padding import pad_id
 from stable_rl.policy.model_dir import check_model_dir, checked_tokenizer
+from stable_rl.rl.in_flight import InFlight
 from stable_rl.rollout import EvalBatch, RolloutBatch, RolloutEngine, Sampling
 from stable_rl.timing import timed
 
@@ -63,6 +66,10 @@ class RolloutDataModule(L.LightningDataModule):
         eval_prompts_per_batch: evaluation problems per engine call.
         model_path: the policy's model directory (tokenizer, context, the engine's model); the CLI links it
             from ``model.init_args.model_path``.
+        max_staleness: k, how many steps before the step that trains on it a batch is generated (0: synchronous,
+            on-policy lag 0; 1: one-step-off-policy pipelining). The batch trained at step t comes from the weights
+            of step t - k (of step 0 for the first k steps); k batches wait in memory and in checkpoints, and the
+            trainer scores each once more when it is generated (``time/pi_gen``, for ``train/health``).
 
     These sizes are the step's geometry: ``setup`` checks them once in a ``BatchPlan``, which every batch
     carries to the policy module.
@@ -85,6 +92,7 @@ class RolloutDataModule(L.LightningDataModule):
         eval_sampling: Sampling | None = None,
         eval_prompts_per_batch: int = 32,
         model_path: str | None = None,
+        max_staleness: int = 0,
     ) -> None:
         super().__init__()
         for name, value in (
@@ -98,6 +106,11 @@ class RolloutDataModule(L.LightningDataModule):
         for name, size in (("mini_batch_size", mini_batch_size), ("micro_batch_size", micro_batch_size)):
             if size is not None and size < 1:  # 0 would read as "the whole batch"
                 raise ValueError(f"data.init_args.{name}={size} must be at least 1, or null for the whole batch")
+        if max_staleness < 0:
+            raise ValueError(
+                f"data.init_args.max_staleness={max_staleness} must be at least 0: the steps a rollout waits "
+                "before it is trained on (0: synchronous, 1: one-step-off-policy pipelining)"
+            )
         if group_size < 2:
             raise ValueError(f"group_size={group_size}: the group baseline needs data.group_size >= 2")
         if engine.sampling.temperature <= 0 or engine.sampling.top_p != 1.0:
@@ -121,6 +134,8 @@ class RolloutDataModule(L.LightningDataModule):
         self.model_path = model_path
         self.mini_batch_size = mini_batch_size
         self.micro_batch_size = micro_batch_size
+        self.max_staleness = max_staleness
+        self.in_flight = InFlight(max_staleness)
         self.plan: BatchPlan | None = None  # built by ``setup``, once the processes are known
         self.problems: list[EncodedProblem] = []
         self.eval_problems: dict[str, list[EncodedProblem]] = {}
@@ -139,6 +154,7 @@ class RolloutDataModule(L.LightningDataModule):
             trainer.world_size,
             self.engine.tensor_parallel_size,
             trainer.num_devices,
+            self.max_staleness,
         )
         self.engine.place(self.plan, trainer.global_rank, trainer.local_rank)  # its seed stream
         if not self.problems:
@@ -271,16 +287,35 @@ class RolloutDataModule(L.LightningDataModule):
         )
 
     @torch.no_grad()
-    def rollout(self, problems: list[EncodedProblem]) -> RolloutBatch:
-        """Sync the engine to the current policy, sample G responses per problem, verify them; the
-        batch carries the seconds each phase took (``time/sync``, ``time/rollout``, ``time/sleep``, ``time/reward``)."""
+    def rollout(self, window: list[EncodedProblem]) -> RolloutBatch:
+        """Sync the engine to the current policy, sample G responses per problem, verify them, and return the
+        batch of this step: at k = ``max_staleness`` = 0 the one just sampled; else the one sampled k steps ago,
+        after sampling the batch of step t + k (``window``: the problems of steps t .. t + k, ``PromptBatches``).
+        It carries the seconds each phase of this step took (``time/sync``, ``time/rollout``, ``time/sleep``,
+        ``time/reward``, and ``time/pi_gen`` at k >= 1)."""
         times: dict[str, float] = {}
         with timed(times, "sync"):
             step = self._sync()
-        with timed(times, "rollout"):
-            samples = self.engine.generate([p.prompt_ids for p in problems], self.group_size, step)
+        size = len(window) // (self.max_staleness + 1)
+        steps = [window[a * size : (a + 1) * size] for a in range(self.max_staleness + 1)]  # problems of t .. t + k
+        ahead = self.in_flight.missing()
+        with timed(times, "rollout"):  # each seeded by the step that trains on it, as at k = 0
+            sampled = [self.engine.generate([p.prompt_ids for p in steps[a]], self.group_size, step + a) for a in ahead]
         with timed(times, "sleep"):
             self.engine.sleep()  # the update gets the engine's memory (vLLM's sleep mode on GPUs)
+        for a, samples in zip(ahead, sampled, strict=True):
+            batch = self._batch(steps[a], samples, step, times)
+            if self.max_staleness:
+                with timed(times, "pi_gen"):
+                    batch.generation_logprobs = generation_logprobs(self.trainer).generation_logprobs(batch)
+            self.in_flight.batches.append(batch)
+        batch = self.in_flight.batches.popleft()
+        batch.timings = times
+        batch.plan = self.plan
+        return batch
+
+    def _batch(self, problems: list[EncodedProblem], samples: list, step: int, times: dict[str, float]) -> RolloutBatch:
+        """This process's part of one rollout, verified, as a batch generated by the weights of ``step``."""
         problems, samples = self._own_part(problems, samples)
         with timed(times, "reward"):
             rewards, timeouts = self._rewards(problems, samples, self.group_size)
@@ -292,10 +327,16 @@ class RolloutDataModule(L.LightningDataModule):
             temperature=self.engine.sampling.temperature,
             policy_version=step,
         )
-        batch.timings = times
         batch.verifier_timeouts = timeouts
         batch.plan = self.plan
         return batch
+
+    def state_dict(self) -> dict:
+        """The rollouts in flight (none at k = 0: the checkpoint is as without pipelining)."""
+        return self.in_flight.state_dict()
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.in_flight.load_state_dict(state_dict)
 
     def _own_part(self, problems: list[EncodedProblem], samples: list) -> tuple[list[EncodedProblem], list]:
         """This process's problems and samples of a rollout its engine made for the processes sharing it:

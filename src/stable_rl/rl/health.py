@@ -6,7 +6,13 @@ the ratio splits into a training-inference part and a staleness part,
     log(pi_theta/mu_old) = log(pi_old/mu_old)  +  log(pi_theta/pi_old),
 
 and on a whole response the surrogate stands in for the sequence ratio prod_t (1 + delta_t) by its
-linearisation 1 + sum_t delta_t. These functions measure all of it on one batch, per token or per
+linearisation 1 + sum_t delta_t. Pipelined (``data.max_staleness`` = k >= 1), pi_old is k steps newer than the
+weights that generated the batch, pi_gen; the training-inference part is then measured at those weights and the
+staleness part takes the rest (k steps of updates, then the mini-batches'),
+
+    log(pi_theta/mu_old) = log(pi_gen/mu_old)  +  log(pi_theta/pi_gen),
+
+which is the split above when pi_gen = pi_old (k = 0). These functions measure all of it on one batch, per token or per
 response, for ``StepMetrics`` to average and take maxima and quantiles of.
 """
 
@@ -19,11 +25,15 @@ PARTS = ("train_infer", "staleness", "total")
 IS_CAP = 5.0  # MiniRL's truncation C (paper Eq. 7): ``train_infer_beyond_cap`` counts the tokens it would act on
 
 
-def token_log_ratios(logprobs: Tensor, old_logprobs: Tensor, rollout_logprobs: Tensor) -> dict[str, Tensor]:
-    """The three log-ratios of every token, [M, T] each: ``train_infer`` log(pi_old/mu_old),
-    ``staleness`` log(pi_theta/pi_old) and their sum ``total`` log(pi_theta/mu_old)."""
-    train_infer = old_logprobs - rollout_logprobs
-    staleness = logprobs.detach() - old_logprobs
+def token_log_ratios(
+    logprobs: Tensor, old_logprobs: Tensor, rollout_logprobs: Tensor, generation_logprobs: Tensor | None = None
+) -> dict[str, Tensor]:
+    """The three log-ratios of every token, [M, T] each: ``train_infer`` log(pi_gen/mu_old), ``staleness``
+    log(pi_theta/pi_gen) and their sum ``total`` log(pi_theta/mu_old); pi_gen is pi_old unless
+    ``generation_logprobs`` gives it."""
+    generation = old_logprobs if generation_logprobs is None else generation_logprobs
+    train_infer = generation - rollout_logprobs
+    staleness = logprobs.detach() - generation
     return {"train_infer": train_infer, "staleness": staleness, "total": train_infer + staleness}
 
 
@@ -53,12 +63,17 @@ def gradient_share(old_logprobs: Tensor) -> Tensor:
 
 
 def health_metrics(
-    logprobs: Tensor, old_logprobs: Tensor, rollout_logprobs: Tensor, response_mask: Tensor, threshold: float
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    rollout_logprobs: Tensor,
+    response_mask: Tensor,
+    threshold: float,
+    generation_logprobs: Tensor | None = None,
 ) -> tuple[dict[str, Tensor], Tensor]:
-    """Per-token |log-ratio| of each part, whether the total is beyond ``threshold`` and whether pi_old/mu_old is
+    """Per-token |log-ratio| of each part, whether the total is beyond ``threshold`` and whether pi_gen/mu_old is
     beyond ``IS_CAP`` or below its inverse ([M, T] each, to be read at ``response_mask``), and the per-response
-    linearisation gap [M]."""
-    ratios = token_log_ratios(logprobs, old_logprobs, rollout_logprobs)
+    linearisation gap [M]. ``generation_logprobs``: log pi_gen (see ``token_log_ratios``)."""
+    ratios = token_log_ratios(logprobs, old_logprobs, rollout_logprobs, generation_logprobs)
     tokens = {f"{name}_abs": ratios[name].abs() for name in PARTS}
     tokens["beyond_threshold"] = (ratios["total"].abs() > threshold).float()
     tokens["train_infer_beyond_cap"] = (ratios["train_infer"].abs() > math.log(IS_CAP)).float()

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
 
 import torch
+from lightning.fabric.utilities import move_data_to_device
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.strategies import DeepSpeedStrategy, FSDPStrategy
 from lightning.pytorch.utilities import rank_zero_warn
@@ -183,26 +184,46 @@ class PolicyModule(HFPolicyModule):
             yield
 
     @torch.no_grad()
-    def old_logprobs(self, batch: RolloutBatch, micro: int, start: int = 0) -> tuple[Tensor, Tensor]:
+    def old_logprobs(
+        self, batch: RolloutBatch, micro: int, start: int = 0, phase: Phase = "old"
+    ) -> tuple[Tensor, Tensor]:
         """log pi_old and entropy before any update, [M, L] each, of rows ``start`` onwards (the rows of
         the first mini-batch get theirs from their update's forward, see ``_updates``)."""
         dtype = torch.promote_types(self.policy.dtype, torch.float32)
         logprobs = torch.zeros(batch.input_ids.shape, dtype=dtype, device=batch.input_ids.device)
         entropy = torch.zeros_like(logprobs)
         for index, part in batch.rows(slice(start, None)).length_sorted_parts(micro):
-            with self.policy_forward("old", part):
+            with self.policy_forward(phase, part):
                 part_logprobs, part_entropy = self.batch_logprobs(part)
             rows, width = index.to(logprobs.device) + start, part.input_ids.shape[1]
             logprobs[rows, :width], entropy[rows, :width] = part_logprobs, part_entropy
         return logprobs, entropy
 
-    def training_step(self, batch: RolloutBatch, batch_idx: int) -> None:
-        if batch.policy_version != self.global_step:
+    def generation_logprobs(self, batch: RolloutBatch) -> Tensor:
+        """log pi_gen [M, L] (CPU): the policy's log-probs of a rollout just generated from its current weights,
+        kept with the rollout while it waits ``data.max_staleness`` steps to be trained on (``stable_rl.rl.health``
+        splits its gap to pi_old at them). The same pass as pi_old's, in phase "generation"."""
+        batch = move_data_to_device(batch, self.device)
+        return self.old_logprobs(batch, self._plan(batch).micro_rows, phase="generation")[0].cpu()
+
+    def _check_version(self, batch: RolloutBatch, plan: BatchPlan) -> None:
+        """The rollout's weights are those of this step, or of at most ``plan.max_staleness`` steps before."""
+        lag, limit = self.global_step - batch.policy_version, plan.max_staleness
+        if 0 <= lag <= limit:
+            return
+        if limit == 0:
             raise RuntimeError(
                 f"rollout generated with the weights of step {batch.policy_version}, expected {self.global_step}: "
                 "the engine must be synced right before every rollout (on-policy lag 0)"
             )
+        raise RuntimeError(
+            f"rollout generated with the weights of step {batch.policy_version}, trained at step {self.global_step}: "
+            f"expected steps {max(0, self.global_step - limit)} to {self.global_step} (data.max_staleness={limit})"
+        )
+
+    def training_step(self, batch: RolloutBatch, batch_idx: int) -> None:
         plan = self._plan(batch)
+        self._check_version(batch, plan)
         mini, micro = plan.mini_rows, plan.micro_rows
         times = dict(batch.timings)
         mask = batch.response_mask  # [M, L]
@@ -376,7 +397,10 @@ class PolicyModule(HFPolicyModule):
         also as a mean weighted by the tokens' gradient share (``health/<part>_abs_by_gradient``), and the
         per-response training-inference gap's median and 90th percentile (``health/seq_train_infer_abs_p50``, ``_p90``)."""
         mask = part.response_mask
-        tokens, gaps = health_metrics(logprobs, old_logprobs, part.rollout_logprobs, mask, self.health_threshold)
+        generation = old_logprobs if part.generation_logprobs is None else part.generation_logprobs
+        tokens, gaps = health_metrics(
+            logprobs, old_logprobs, part.rollout_logprobs, mask, self.health_threshold, generation
+        )
         for name, values in tokens.items():
             self.step_metrics.mean(f"health/{name}", values, mask)
         share = gradient_share(old_logprobs)  # where the update is: a near-deterministic policy's few uncertain tokens
@@ -386,7 +410,7 @@ class PolicyModule(HFPolicyModule):
         self.step_metrics.mean("health/seq_linearisation_gap", gaps)
         self.step_metrics.max("health/seq_linearisation_gap_max", gaps)
         responses = mask.any(-1)
-        train_infer_gap = sequence_train_infer_gap(old_logprobs - part.rollout_logprobs, mask)
+        train_infer_gap = sequence_train_infer_gap(generation - part.rollout_logprobs, mask)
         for q in (0.5, 0.9):
             self.step_metrics.quantile(f"health/seq_train_infer_abs_p{round(q * 100)}", train_infer_gap, responses, q)
 
