@@ -93,6 +93,19 @@ def test_a_sigterm_to_the_whole_process_group_leaves_the_verifier_scoring(tmp_pa
     assert "Warning" not in (tmp_path / "run.err").read_text()  # the same pool, not a rebuilt one
 
 
+def gone(pid: int, within: float = 5.0) -> None:
+    """Wait until ``pid`` has ended and been reaped, without reading its exit code (the pool's thread reads it; a
+    second reader of a forkserver child's exit code races it and may read 255)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"process {pid} still there after {within} s")
+
+
 def test_a_worker_killed_between_calls_is_replaced_with_a_warning():
     """The replacement pool's workers start and import math-verify inside the call: a timeout that leaves room for
     that on a loaded machine."""
@@ -100,8 +113,23 @@ def test_a_worker_killed_between_calls_is_replaced_with_a_warning():
         assert verifier([r"\boxed{1}"], ["1"]).tolist() == [1.0]
         victim = next(iter(verifier._pool._processes.values()))
         os.kill(victim.pid, signal.SIGKILL)
-        victim.join(5)
+        gone(victim.pid)
         with pytest.warns(StableRLWarning, match=r"a math-verify worker process died \(.*SIGKILL.*\): the verifier"):
             rewards = verifier([r"\boxed{2}", r"\boxed{3}", r"\boxed{4}"], ["2", "2", "4"])
         assert rewards.tolist() == [1.0, 0.0, 1.0]
         assert verifier([r"\boxed{5}"], ["5"]).tolist() == [1.0]  # the new pool goes on
+
+
+def test_a_death_the_broken_pool_has_already_forgotten_is_still_named():
+    """A breaking pool empties its process table from its own thread; on a loaded machine it did so before the
+    warning was written, which then named only the other worker's ending (exit code 255) and not the SIGKILL."""
+    with MathVerifier(num_workers=2, timeout=30.0) as verifier:
+        assert verifier([r"\boxed{1}"], ["1"]).tolist() == [1.0]
+        victim = next(iter(verifier._pool._processes.values()))
+        os.kill(victim.pid, signal.SIGKILL)
+        gone(victim.pid)
+        del verifier._pool._processes[victim.pid]  # what the pool's own thread does, here before the call
+        with pytest.warns(
+            StableRLWarning, match=r"a math-verify worker process died \(.*signal SIGKILL.*\): the verifier"
+        ):
+            assert verifier([r"\boxed{2}"], ["2"]).tolist() == [1.0]

@@ -4,6 +4,7 @@
 import signal
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import forkserver, resource_tracker
+from multiprocessing.process import BaseProcess
 
 
 def kill_workers(pool: ProcessPoolExecutor) -> None:
@@ -16,9 +17,11 @@ def kill_workers(pool: ProcessPoolExecutor) -> None:
         process.kill()
 
 
-def exit_codes(pool: ProcessPoolExecutor) -> list[int | None]:
-    """The exit codes of the worker processes of ``pool`` (None: running; -N: ended by signal N)."""
-    return [process.exitcode for process in list((pool._processes or {}).values())]
+def worker_processes(pool: ProcessPoolExecutor) -> list[BaseProcess]:
+    """The worker processes of ``pool`` now (``ProcessPoolExecutor._processes``, pid -> Process). A pool that breaks
+    empties it from its own thread, so whoever reports a death keeps these beforehand: a Process keeps its exit code
+    (None: running; -N: ended by signal N)."""
+    return list((pool._processes or {}).values())
 
 
 def start_forkserver() -> None:

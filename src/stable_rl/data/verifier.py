@@ -37,7 +37,7 @@ import torch
 from math_verify import LatexExtractionConfig, parse, verify
 
 from stable_rl import StableRLWarning
-from stable_rl.compat.process_pool import exit_codes, kill_workers, start_forkserver
+from stable_rl.compat.process_pool import kill_workers, start_forkserver, worker_processes
 
 _GRACE_S = 1.0  # slack on top of the per-item timeout before a silent pool counts as hung
 _CHECK_S = 0.1  # how often a call waiting for results looks for a dead worker
@@ -171,6 +171,7 @@ class MathVerifier:
         self._pool: ProcessPoolExecutor | None = None
         self._pipe: tuple[Connection, Connection] | None = None  # (parent's inbox, workers' outbox)
         self._scored = False  # whether the pool has scored an item: one that died before is not retried
+        self._workers: dict[int | None, BaseProcess] = {}  # the pool's workers so far, by pid, to name a death
 
     def __call__(self, responses: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
         """Rewards ``[n]`` (float32, 0.0 or 1.0) of ``responses`` against the gold ``answers``."""
@@ -208,6 +209,7 @@ class MathVerifier:
         except BrokenProcessPool:  # a worker died since the last call
             self._replace_dead_pool(len(todo))
             return todo
+        self._workers.update((process.pid, process) for process in worker_processes(pool))
         left, running = set(todo), set[int]()
         heard = time.monotonic()
         while left:
@@ -235,8 +237,10 @@ class MathVerifier:
 
     def _replace_dead_pool(self, left: int) -> None:
         assert self._pool is not None
-        ended = ", ".join(_ending(code) for code in exit_codes(self._pool) if code is not None) or "ended"
-        self.close()
+        workers = list(self._workers.values())
+        self.close()  # joins the pool's thread first: it reads the exit codes too, and two readers race (one gets 255)
+        codes = [process.exitcode for process in workers]
+        ended = ", ".join(sorted({_ending(code) for code in codes if code is not None})) or "ended"
         warnings.warn(
             f"a math-verify worker process died ({ended}: killed, e.g. by the out-of-memory killer): the verifier "
             f"starts a new pool of {self.num_workers} workers and scores the {left} items left on it",
@@ -265,7 +269,7 @@ class MathVerifier:
         if self._pool is not None:
             kill_workers(self._pool)
             self._pool.shutdown(cancel_futures=True)
-            self._pool = None
+            self._pool, self._workers = None, {}
         if self._pipe is not None:
             for end in self._pipe:
                 end.close()
