@@ -80,13 +80,21 @@ def test_only_other_runs_checkpoints_are_refused_naming_both(tmp_path):
 
 
 def test_a_run_s_identity_is_its_config_less_what_a_requeue_changes():
-    """Less where it is, how long it runs, and its memory and speed switches (an out-of-memory requeue with a smaller
-    micro-batch, or compilation switched off, is still the same run)."""
+    """Less where it is and writes (its folders, its logger's name, its checkpoints' dirpath), how long it runs, and
+    its memory and speed switches (an out-of-memory requeue with a smaller micro-batch, or compilation switched
+    off, is still the same run); components in a list by index."""
     dump = {
         "seed_everything": 0,
         "ckpt_path": "last",
         "config": ["recipes/minirl.yaml"],
-        "trainer": {"max_steps": 200, "logger": {"init_args": {"version": 3, "name": "minirl"}}, "callbacks": []},
+        "trainer": {
+            "max_steps": 200,
+            "logger": {"init_args": {"version": 3, "name": "minirl"}},
+            "callbacks": [
+                {"class_path": "ModelCheckpoint", "init_args": {"dirpath": "ckpt/a", "every_n_train_steps": 1}}
+            ],
+            "plugins": [],
+        },
         "model": {"init_args": {"optimizer": {"init_args": {"lr": 1e-4}}, "runtime": {"init_args": {"compile": True}}}},
         "data": {
             "init_args": {"eval_sets": {}, "micro_batch_size": 8, "engine": {"init_args": {"max_new_tokens": 64}}}
@@ -94,8 +102,9 @@ def test_a_run_s_identity_is_its_config_less_what_a_requeue_changes():
     }
     assert run_settings(dump) == {
         "seed_everything": 0,
-        "trainer.logger.init_args.name": "minirl",
-        "trainer.callbacks": [],
+        "trainer.callbacks[0].class_path": "ModelCheckpoint",
+        "trainer.callbacks[0].init_args.every_n_train_steps": 1,
+        "trainer.plugins": [],
         LR: 1e-4,
         "data.init_args.eval_sets": {},
         "data.init_args.engine.init_args.max_new_tokens": 64,

@@ -16,6 +16,7 @@ RESUME_SETTINGS = (  # where the run is, what a requeue or a longer run changes,
     "ckpt_path",
     "trainer.default_root_dir",
     "trainer.logger.init_args.save_dir",
+    "trainer.logger.init_args.name",
     "trainer.max_steps",
     "trainer.max_epochs",
     "trainer.max_time",
@@ -29,14 +30,19 @@ RESUME_SETTINGS = (  # where the run is, what a requeue or a longer run changes,
 
 
 def run_settings(config: dict, prefix: str = "") -> dict:
-    """A run's identity: its config (a plain dump of the fit's settings) by dotted name, less ``RESUME_SETTINGS``."""
+    """A run's identity: its config (a plain dump of the fit's settings) by dotted name, lists of components by
+    index (``trainer.callbacks[2].init_args.monitor``), less ``RESUME_SETTINGS`` and every checkpoint folder
+    (``...dirpath``): where the run writes is not what it is."""
     settings = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
-        if name in RESUME_SETTINGS:
+        if name in RESUME_SETTINGS or name.endswith(".dirpath"):
             continue
         if isinstance(value, dict) and value:
             settings.update(run_settings(value, f"{name}."))
+        elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+            for index, item in enumerate(value):
+                settings.update(run_settings(item, f"{name}[{index}]."))
         else:
             settings[name] = value
     return settings
