@@ -6,7 +6,7 @@ import pytest
 import torch
 from jsonargparse import Namespace
 
-from stable_rl.cli.resume import resolve_last_checkpoint, run_settings
+from stable_rl.cli.resume import MACHINE_SETTINGS, differences, resolve_last_checkpoint, run_settings
 
 
 def config(save_dir, version=None, ckpt_path="last"):
@@ -80,9 +80,9 @@ def test_only_other_runs_checkpoints_are_refused_naming_both(tmp_path):
 
 
 def test_a_run_s_identity_is_its_config_less_what_a_requeue_changes():
-    """Less where it is and writes (its folders, its logger's name, its checkpoints' dirpath), how long it runs, and
-    its memory and speed switches (an out-of-memory requeue with a smaller micro-batch, or compilation switched
-    off, is still the same run); components in a list by index."""
+    """Less where it is and writes (its folders, its logger's name, its checkpoints' dirpath) and how long it runs;
+    components in a list by index. Its memory and speed switches are kept, to be named when changed, but two runs
+    that differ only there are one run (an out-of-memory requeue with a smaller micro-batch)."""
     dump = {
         "seed_everything": 0,
         "ckpt_path": "last",
@@ -102,6 +102,8 @@ def test_a_run_s_identity_is_its_config_less_what_a_requeue_changes():
     }
     assert run_settings(dump) == {
         "seed_everything": 0,
+        "model.init_args.runtime.init_args.compile": True,
+        "data.init_args.micro_batch_size": 8,
         "trainer.callbacks[0].class_path": "ModelCheckpoint",
         "trainer.callbacks[0].init_args.every_n_train_steps": 1,
         "trainer.plugins": [],
@@ -109,3 +111,13 @@ def test_a_run_s_identity_is_its_config_less_what_a_requeue_changes():
         "data.init_args.eval_sets": {},
         "data.init_args.engine.init_args.max_new_tokens": 64,
     }
+
+
+def test_runs_that_differ_only_in_memory_and_speed_switches_are_one_run():
+    saved = {"data.init_args.micro_batch_size": 64, "model.init_args.runtime.init_args.compile": True, LR: 1e-4}
+    mine = {"data.init_args.micro_batch_size": 8, "model.init_args.runtime.init_args.compile": False, LR: 1e-4}
+    assert differences(saved, mine, MACHINE_SETTINGS) == []
+    assert differences(saved, mine) == [
+        "data.init_args.micro_batch_size: 64 -> 8",
+        "model.init_args.runtime.init_args.compile: True -> False",
+    ]

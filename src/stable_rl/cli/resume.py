@@ -10,8 +10,7 @@ from jsonargparse import Namespace
 from stable_rl.compat.lightning import SHARDED_CHECKPOINT_METADATA
 
 LIGHTNING_PATHS = ("last", "hpc", "best", "registry")  # ckpt_path values Lightning resolves itself
-RESUME_SETTINGS = (  # where the run is, what a requeue or a longer run changes, and how it uses the machine (memory
-    # and speed switches that an out-of-memory requeue may change, the run's numbers staying its own): not its identity
+RESUME_SETTINGS = (  # where the run is and writes, and what a requeue or a longer run changes: not kept with it
     "config",
     "ckpt_path",
     "trainer.default_root_dir",
@@ -22,6 +21,9 @@ RESUME_SETTINGS = (  # where the run is, what a requeue or a longer run changes,
     "trainer.max_time",
     "trainer.logger.init_args.version",
     "trainer.enable_progress_bar",
+)
+MACHINE_SETTINGS = (  # how it uses the machine: kept and named when changed, but not its identity (an out-of-memory
+    # requeue with a smaller micro-batch, or compilation switched off, is still the run)
     "data.init_args.micro_batch_size",
     "data.init_args.engine.init_args.gpu_memory_utilization",
     "data.init_args.engine.init_args.kv_cache_memory_bytes",
@@ -58,9 +60,13 @@ def recorded_settings(ckpt_path: Path) -> dict | None:
     return checkpoint.get("callbacks", {}).get("RunIdentity", {}).get("settings")
 
 
-def differences(saved: dict, mine: dict) -> list[str]:
-    """The settings both name that differ, as "name: saved -> mine"."""
-    return [f"{k}: {saved[k]!r} -> {mine[k]!r}" for k in sorted(saved.keys() & mine.keys()) if saved[k] != mine[k]]
+def differences(saved: dict, mine: dict, leave_out: tuple[str, ...] = ()) -> list[str]:
+    """The settings both name that differ, as "name: saved -> mine", less those under a name in ``leave_out``."""
+    return [
+        f"{k}: {saved[k]!r} -> {mine[k]!r}"
+        for k in sorted(saved.keys() & mine.keys())
+        if saved[k] != mine[k] and not any(k == n or k.startswith(f"{n}.") for n in leave_out)
+    ]
 
 
 def resolve_last_checkpoint(config, settings: dict) -> None:
@@ -82,7 +88,7 @@ def resolve_last_checkpoint(config, settings: dict) -> None:
     others = []
     for path in sorted(found, key=lambda path: path.stat().st_mtime, reverse=True):
         saved = recorded_settings(path)
-        if saved is not None and (changed := differences(saved, settings)):
+        if saved is not None and (changed := differences(saved, settings, MACHINE_SETTINGS)):
             others.append((path, changed))
             continue
         config.ckpt_path = str(path)
