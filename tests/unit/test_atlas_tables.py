@@ -29,6 +29,19 @@ def test_the_committed_rate_table_is_remade_from_the_committed_control_logs():
     assert committed.endswith("The rate: 3e-4.\n")
 
 
+def test_the_committed_power_tables_collapse_times_are_remade_from_the_committed_power_logs():
+    """The power wave: 12 runs (MiniRL and w/o train-infer IS at L3 and L7, seeds 0-2), all to H = 900. Its cell table
+    and fitted shape come from the logs; the powers (2,000 simulations each, minutes) are remade by analysis.py."""
+    runs = analysis.read_runs(ROOT / "experiments/atlas/logs/pilot/power.tar.xz")
+    assert len(runs) == 12 and {sum(1 for r in rows if r.get("train/reward")) for rows in runs.values()} == {900}
+    committed = (ROOT / "experiments/atlas/pilot/power.md").read_text()
+    remade = analysis.power_table(runs, simulations=4)
+    table, collapses = remade.split("\n\n")[:2]
+    assert f"\n\n{table}\n\n{collapses.split(' Power')[0]} Power" in committed
+    shape = remade.split("| shape |")[1].splitlines()[2].split(" | ")[0]  # "| k = ... (lower 80% bound; fitted ...)"
+    assert shape.startswith("| k = ") and f"\n{shape} | 6 | " in committed
+
+
 def test_a_level_reads_the_mean_over_its_runs_of_each_runs_median_over_steps():
     """Run s0: steps 0.1, 0.3, 0.2 (median 0.2); run s1: 0.5, 0.4 (median 0.45): the level reads 0.325. Step-0
     held-out 0.2 and 0.1 (L0) against 0.05 and 0.04 (L7): L7 samples below half of L0's 0.15."""
@@ -128,4 +141,10 @@ def test_with_fewer_than_five_collapses_the_rule_assumes_a_shape_of_two():
     )
     assert f"| k = 2 (assumed: fewer than 5 collapses) | 6 | {power:.3f} |" in table
     assert "| k = 1 (reported beside it) | 6 |" in table
-    assert table.endswith("(Part 2's rule; at most 12).\n")
+    n = int(table.split("Seeds per cell with a verdict: ")[1].split()[0])
+    halved = min(
+        logrank_power(2.0, m / math.log(2) ** 0.5, 2.0, n, 899, 20, alpha=0.025, max_splits=10_000, floor=100)
+        for m in (150, 300, 450)
+    )
+    assert f"(Part 2's rule; at most 12).\nAt Holm's halved level (0.025, the families of two) {n} seeds " in table
+    assert table.endswith(f"have power {halved:.3f} against 2x.\n")
