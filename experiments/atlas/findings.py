@@ -111,11 +111,18 @@ class Finding:
     comparisons: Callable[[str, dict[Key, CellResult]], list[tuple[Key, Key, str]]]  # level -> (a, b, kind)
     also_required: Callable[[CellResult, CellResult], bool] = always  # held-out: beyond the test (F2: both hold)
     also_reversed: Callable[[CellResult, CellResult], bool] = never  # held-out (F2: b holds where a collapses)
+    survival_beside: bool = False  # F4: the log-rank test of the same cells reported beside the held-out test
 
     def at(self, level: str, results: dict[Key, CellResult]) -> list[Test]:
         """This level's tests, Holm-adjusted over them and judged."""
         make = {"log-rank": survival_test, "paired t": heldout_test}
         raw = [make[kind](self.name, level, results[a], results[b]) for a, b, kind in self.comparisons(level, results)]
+        if self.survival_beside:
+            beside = [survival_test(self.name, level, results[t.a], results[t.b]) for t in raw]
+            raw = [
+                replace(t, beside=f"{t.beside}; log-rank p {s.p:.3g}, Z = {s.statistic:+.3f}")
+                for t, s in zip(raw, beside, strict=True)
+            ]
         adjusted = holm_adjusted([t.p for t in raw])
         return [judged(t, p, results, self) for t, p in zip(raw, adjusted, strict=True)]
 
@@ -158,6 +165,7 @@ FINDINGS = {
         "F4",
         "(paper) at N = 4 and 16, R3 better than R2: R3's held-out higher",
         lambda lv, r: [((lv, off(n, "r3")), (lv, off(n, "r2")), "paired t") for n in (4, 16)],
+        survival_beside=True,
     ),
     "F6": Finding(
         "F6",

@@ -158,7 +158,8 @@ def p_three_df(t: float) -> float:
 
 
 # The scenario, n = 4 (quorum 2): w/o IS collapses at L7, L6, L4 (150-300), at 2 of 4 seeds at L5; MiniRL collapses at
-# L3: so L* = L_M = L3. At L2 length-norm, GRPO and CISPO are lower than MiniRL by d_s = 0.05-0.08.
+# L3: so L* = L_M = L3. At L2 length-norm, GRPO and CISPO are lower than MiniRL by d_s = 0.05-0.08, and N = 4's
+# clip + R2 collapses (150-300) where the other off-policy cells hold.
 SCENARIO = {
     ("L7", NO_IS): collapsing(),
     ("L6", NO_IS): collapsing(),
@@ -168,6 +169,7 @@ SCENARIO = {
     ("L2", LENGTH_NORM): lower(0.05, 0.06, 0.07, 0.08),
     ("L2", ("grpo",)): lower(0.05, 0.06, 0.07, 0.08),
     ("L2", ("cispo",)): lower(0.05, 0.06, 0.07, 0.08),
+    ("L2", ("n4", "r2")): collapsing(),
 }
 
 
@@ -201,6 +203,11 @@ def test_the_tests_of_a_complete_atlas_by_hand():
     assert grpo.adjusted == pytest.approx(2 * p_three_df(t)) and grpo.verdict == "reproduced"
     assert grpo.beside == "sign-flip 0.125 (4 seeds)"  # all four d_s positive: 2 of the 16 patterns
     assert by["F7", "L3", ("grpo",)].kind == "log-rank"  # MiniRL collapses at L3
+    f4 = by["F4", "L2", ("n4", "r2")]  # R3's held-out against R2's: d_s = 0; the log-rank test beside it
+    assert (f4.kind, f4.p, f4.beside) == ("paired t", 1.0, "sign-flip 1 (4 seeds); log-rank p 0.0286, Z = -2.710")
+    # clip + R2 sooner than clip, raw 2/70; Holm over 4: 8/70
+    r2 = next(t for t in tests if t.finding == "F3 replay" and t.level == "L2" and t.a == ("L2", ("n4", "r2")))
+    assert r2.statistic > 0 and r2.adjusted == pytest.approx(8 / 70) and r2.verdict == "not detected"
 
 
 def test_the_findings_of_a_complete_atlas_read_the_fixed_sequence():
