@@ -46,7 +46,7 @@ def decided_levels(core: dict[Key, CellResult]) -> tuple[str, bool, str | None] 
 
 
 @dataclass(frozen=True)
-class Test:
+class Comparison:
     finding: str
     level: str
     a: Key
@@ -59,14 +59,14 @@ class Test:
     verdict: str = ""
 
 
-def survival_test(finding: str, level: str, a: CellResult, b: CellResult) -> Test:
+def survival_test(finding: str, level: str, a: CellResult, b: CellResult) -> Comparison:
     sa, sb = [r.survival for r in a.runs], [r.survival for r in b.runs]
     beside = f"within seeds {logrank_within_seed_p(sa, sb):.3g}"
     if any(r.cut and not r.survival.collapsed for r in a.runs + b.runs):  # the sensitivity analysis
         cut_a, cut_b = ([Survival(r.survival.time, True) if r.cut else r.survival for r in c.runs] for c in (a, b))
         beside += f"; cuts as collapses {logrank_permutation_p(cut_a, cut_b):.3g}"
     z, p = logrank_z(sa, sb), logrank_permutation_p(sa, sb)
-    return Test(finding, level, key_of(a), key_of(b), "log-rank", z, p, beside=beside)
+    return Comparison(finding, level, key_of(a), key_of(b), "log-rank", z, p, beside=beside)
 
 
 def differences(a: CellResult, b: CellResult) -> list[float]:
@@ -75,14 +75,14 @@ def differences(a: CellResult, b: CellResult) -> list[float]:
     return [paired_difference(r.final, pairs[r.seed]) for r in a.runs if r.final is not None and r.seed in pairs]
 
 
-def heldout_test(finding: str, level: str, a: CellResult, b: CellResult) -> Test:
+def heldout_test(finding: str, level: str, a: CellResult, b: CellResult) -> Comparison:
     d = differences(a, b)
     test = paired_t_test(d)
     beside = f"sign-flip {test.sign_flip_p:.3g} ({len(d)} seeds)"
-    return Test(finding, level, key_of(a), key_of(b), "paired t", test.mean, test.p, beside=beside)
+    return Comparison(finding, level, key_of(a), key_of(b), "paired t", test.mean, test.p, beside=beside)
 
 
-def judged(test: Test, adjusted: float, results: dict[Key, CellResult], finding: "Finding") -> Test:
+def judged(test: Comparison, adjusted: float, results: dict[Key, CellResult], finding: "Finding") -> Comparison:
     """For "a is more stable than b" (log-rank) or "a's held-out is higher" (paired t) at the adjusted p."""
     a, b, control = results[test.a], results[test.b], results[CONTROL]
     significant = adjusted <= ALPHA
@@ -113,7 +113,7 @@ class Finding:
     also_reversed: Callable[[CellResult, CellResult], bool] = never  # held-out (F2: b holds where a collapses)
     survival_beside: bool = False  # F4: the log-rank test of the same cells reported beside the held-out test
 
-    def at(self, level: str, results: dict[Key, CellResult]) -> list[Test]:
+    def at(self, level: str, results: dict[Key, CellResult]) -> list[Comparison]:
         """This level's tests, Holm-adjusted over them and judged."""
         make = {"log-rank": survival_test, "paired t": heldout_test}
         raw = [make[kind](self.name, level, results[a], results[b]) for a, b, kind in self.comparisons(level, results)]
@@ -194,12 +194,12 @@ def sequence_of(name: str, levels: tuple[str, bool, str | None] | None) -> list[
     return sorted({lv for lv in (l_star, "L2", l_m) if rank(lv) >= rank(l_m)}, key=rank, reverse=True)
 
 
-def level_verdict(tests: list[Test]) -> str:
+def level_verdict(tests: list[Comparison]) -> str:
     verdicts = {t.verdict for t in tests}
     return "reproduced" if verdicts == {"reproduced"} else "reversed" if "reversed" in verdicts else "not detected"
 
 
-def finding_line(name: str, tests_by_level: dict[str, list[Test]], power: str) -> str:
+def finding_line(name: str, tests_by_level: dict[str, list[Comparison]], power: str) -> str:
     """Reproduced at dial level >= X (X: the lowest level reached with every level above it reproduced), where the
     sequence stops and why, and later levels reproduced or reversed, listed apart."""
     reached, stop, apart = fixed_sequence([(lv, level_verdict(t)) for lv, t in tests_by_level.items()])
@@ -214,7 +214,7 @@ def finding_line(name: str, tests_by_level: dict[str, list[Test]], power: str) -
     return "; ".join(parts)
 
 
-def f5(results: dict[Key, CellResult]) -> tuple[list[Test], str]:
+def f5(results: dict[Key, CellResult]) -> tuple[list[Comparison], str]:
     """F5: all three cold starts hold, each pair's 95% t-interval of d_s inside +-0.05, each cell's held-out
     (mean over seeds) changes by less than the margin from 700 to 900 updates; reversed where an interval lies
     wholly outside +-0.05. No correction."""
@@ -249,7 +249,7 @@ def cells_of(name: str, sequence: list[str], results: dict[Key, CellResult]) -> 
     return [CONTROL] + [key for lv in sequence for a, b, _ in finding.comparisons(lv, results) for key in (a, b)]
 
 
-def findings(results: dict[Key, CellResult], power: str) -> tuple[list[str], list[Test]]:
+def findings(results: dict[Key, CellResult], power: str) -> tuple[list[str], list[Comparison]]:
     """One line per finding (its verdict, or "not run" where a cell it reads is not complete), and every test made."""
     levels = decided_levels(results)
     lines, tests = [], []
@@ -281,7 +281,7 @@ def label(key: Key, results: dict[Key, CellResult]) -> str:
     return method_of(results[key].cell)
 
 
-def tests_table(tests: list[Test], results: dict[Key, CellResult]) -> str:
+def tests_table(tests: list[Comparison], results: dict[Key, CellResult]) -> str:
     """Every test made: raw and Holm-adjusted p, what is reported beside it, the comparison's verdict."""
     lines = [
         "| finding | level | A | B | test | statistic | p | adjusted p | beside | verdict |",

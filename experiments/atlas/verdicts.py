@@ -47,11 +47,9 @@ def levels_line(levels: tuple[str, bool, str | None] | None, core: dict[Key, Cel
         done = sum(core[lv, arm].complete for lv in CORE_LEVELS for arm in ((), ("minirl_no_is",)))
         return f"L* and L_M: not decided (the core matrix has {done} of 14 cells complete); stage 3 on is not listed."
     l_star, forced, l_m = levels
-    star = (
-        f"L* = {l_star} (reported so: {'no core cell collapses' if l_m is None and forced else 'the lowest is L2 or below'})"
-        if forced
-        else f"L* = {l_star}"
-    )
+    collapsed = any(r.collapses for key, r in core.items() if key[0] != "L0")
+    why = "the lowest collapsing level is L2 or below" if collapsed else "no core cell collapses"
+    star = f"L* = {l_star} (reported so: {why})" if forced else f"L* = {l_star}"
     bias = f"; comparisons of the core matrix's cells at {l_star} carry a selection bias towards separation"
     return f"{star}; L_M = {l_m or 'none (MiniRL collapses at no level)'}{bias}."
 

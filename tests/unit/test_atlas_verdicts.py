@@ -13,7 +13,7 @@ import pytest
 
 from experiments.atlas import endpoints, findings, plan
 from experiments.atlas.endpoints import CellResult, Run
-from experiments.atlas.verdicts import seeds_rule
+from experiments.atlas.verdicts import levels_line, seeds_rule
 from stable_rl.analysis.heldout_pairs import avg_at
 from stable_rl.analysis.survival import Survival
 
@@ -177,6 +177,10 @@ def test_the_core_matrix_decides_l_star_and_l_m():
     assert findings.decided_levels(results_of(SCENARIO)) == ("L3", False, "L3")
     only_l1 = results_of({("L1", NO_IS): collapsing()})
     assert findings.decided_levels(only_l1) == ("L3", True, None)  # L* at L2 or below: L3, reported so
+    assert levels_line(("L3", True, None), only_l1).startswith(
+        "L* = L3 (reported so: the lowest collapsing level is L2 or below); L_M = none (MiniRL collapses at no level)"
+    )
+    assert levels_line(("L3", True, None), results_of({})).startswith("L* = L3 (reported so: no core cell collapses)")
     del only_l1["L4", ()]
     assert findings.decided_levels(only_l1) is None
 
