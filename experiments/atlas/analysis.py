@@ -2,10 +2,13 @@
 heldout_outcomes.csv as experiments/atlas/pack_logs.sh packed them).
 
     python experiments/atlas/analysis.py   # experiments/atlas/pilot/: dial.md, rate.md, control.png, power.md
+
+and, where logs/atlas/*.tar.xz exist, the atlas's verdicts in experiments/atlas/atlas/ (verdicts.py).
 """
 
 import math
 import statistics
+import sys
 from pathlib import Path
 
 from stable_rl.analysis.heldout_change import HeldoutChange
@@ -266,6 +269,20 @@ def control_figure(runs: dict[str, list[dict[str, str]]], path: Path) -> None:
     plt.close(fig)
 
 
+def atlas_verdicts(here: Path = HERE) -> list[Path]:
+    """PROTOCOL.md Part 2's verdicts (``verdicts.py``) of ``logs/atlas/*.tar.xz`` in ``atlas/``, at the seeds per cell
+    of ``pilot/power.md``; nothing where no atlas archive exists (none before Part 2a's seeds count is committed)."""
+    archives = sorted((here / "logs" / "atlas").glob("*.tar.xz"))
+    if not archives:
+        return []
+    if str(HERE.parents[1]) not in sys.path:  # run as a script: its siblings by the names the tests import
+        sys.path.insert(0, str(HERE.parents[1]))
+    from experiments.atlas.verdicts import seeds_rule, write_verdicts
+
+    power = here / "pilot" / "power.md"
+    return write_verdicts(archives, here / "atlas", *seeds_rule(power.read_text() if power.is_file() else ""))
+
+
 def main() -> None:
     out = HERE / "pilot"
     out.mkdir(exist_ok=True)
@@ -284,6 +301,8 @@ def main() -> None:
     if power.is_file():
         (out / "power.md").write_text("# Seeds per cell (PROTOCOL.md Part 2)\n\n" + power_table(read_runs(power)))
         print((out / "power.md").read_text())
+    for path in atlas_verdicts():
+        print(f"written: {path.relative_to(HERE)}")
 
 
 if __name__ == "__main__":

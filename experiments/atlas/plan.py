@@ -56,6 +56,11 @@ class Cell:
             *self.overlays,
         )
 
+    @property
+    def updates_per_row(self) -> int:
+        """N: the optimizer updates of one logged row (a rollout; ``offpolicy/n<N>.yaml``, else 1, on-policy)."""
+        return next((int(Path(o).stem[1:]) for o in self.overlays if Path(o).parent.name == "offpolicy"), 1)
+
     def run_name(self, seed: int) -> str:
         """The name ``stable_rl.cli.sweep`` gives the run: its overlays' stems after atlas.yaml, and the seed."""
         return f"{'+'.join(Path(c).stem for c in self.configs()[1:])}-s{seed}"
@@ -85,12 +90,14 @@ def cells(seeds: int, l_star: str | None = None, l_m: str | None = None) -> list
 
 
 def pending(plan: list[Cell], logged: dict[str, list[int]]) -> list[tuple[Cell, int]]:
-    """(cell, seed) of every run not done: ``logged`` maps a run name to the last step of each archived copy."""
+    """(cell, seed) of every run not done: ``logged`` maps a run name to the last step of each archived copy (a
+    logged row of N updates, off-policy: its last update N (step + 1) - 1, PROTOCOL.md Part 2)."""
     runs = []
     for cell in plan:
+        n = cell.updates_per_row
         for seed in range(FIRST_SEED, FIRST_SEED + cell.seeds):
             copies = logged.get(cell.run_name(seed), [])
-            if not any(last >= cell.horizon - 1 for last in copies) and len(copies) < 2:
+            if not any(n * (last + 1) - 1 >= cell.horizon - 1 for last in copies) and len(copies) < 2:
                 runs.append((cell, seed))
     return runs
 

@@ -43,6 +43,16 @@ def test_a_run_is_done_at_its_horizon_or_after_two_cut_copies():
     assert [seed for cell, seed in plan.pending([control], logged)] == [101, 103, 104, 105]
 
 
+def test_an_off_policy_run_is_done_at_its_last_rollout():
+    """A row of N updates logs the rollout's index: N = 16 reaches H = 896 at step 55 (16 x 56 - 1 = 895), N = 4
+    H = 900 at step 224; step 223 is a cut run."""
+    n16, n4 = (plan.Cell("L2", (f"experiments/atlas/recipes/offpolicy/n{n}.yaml",), 1) for n in (16, 4))
+    n16_r3 = plan.Cell("L2", (*n16.overlays, "recipes/paper/r3.yaml"), 1, 896)
+    assert [c.updates_per_row for c in (n16, n16_r3, n4, plan.cells(6)[0])] == [16, 16, 4, 1]
+    logged = {n16_r3.run_name(100): [55], n4.run_name(100): [223]}
+    assert plan.pending([n16_r3, n4], logged) == [(n4, 100)]
+
+
 @pytest.mark.parametrize(
     ("level", "overlays", "expected"),
     [

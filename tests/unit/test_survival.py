@@ -11,7 +11,9 @@ from stable_rl.analysis.survival import (
     collapse_time,
     logrank_permutation_p,
     logrank_power,
+    logrank_within_seed_p,
     logrank_z,
+    median_time,
     trailing_means,
     weibull_fit,
     weibull_fit_groups,
@@ -55,6 +57,16 @@ def test_entropy_and_skipped_updates_are_signs_too():
     assert collapse_time(log(rewards, skipped=skipped)) == Survival(142, True)
 
 
+def test_a_collapse_names_the_sign_that_fired_first():
+    """Reward halves at 131 (as above), entropy's 20-step mean falls below 0.02 at 169: the reward sign fires. Reward
+    low from 150 halves at 161, entropy low from 142 falls at 161 too: both are named."""
+    rewards, entropy = [0.8] * 120 + [0.1] * 80, [0.3] * 150 + [0.01] * 50
+    assert collapse_time(log(rewards, entropy=entropy)).sign == "reward"
+    assert collapse_time(log([0.5] * 200, entropy=entropy)).sign == "entropy"
+    assert collapse_time(log([0.8] * 150 + [0.1] * 50, entropy=[0.3] * 142 + [0.01] * 58)).sign == "reward, entropy"
+    assert collapse_time(log([0.5] * 200)).sign == ""
+
+
 def test_logrank_statistic_by_hand():
     """A collapses at 1 and 2, B at 3 and 4. t=1: 4 at risk, 2 in A, 1 event in A: O - E = 1/2, V = 1/4;
     t=2: 3 at risk, 1 in A: O - E = 2/3, V = 2/9; later A has no one at risk. Z = (7/6) / sqrt(17/36)."""
@@ -75,6 +87,26 @@ def test_censored_runs_leave_the_risk_set_without_an_event():
     assert logrank_z(a, b) == pytest.approx(1.0)
     assert logrank_permutation_p(a, b) == 1.0
     assert logrank_z(b, b) == 0.0 and logrank_permutation_p(b, b) == 1.0
+
+
+def test_swapping_arms_within_seeds_only():
+    """Seeds pair A's 1, 2, 3 with B's 4, 5, 6: of the 8 swaps only none and all reach the observed |Z| (2/8), where
+    the 20 splits of the pooled runs give 2/20; a seed without its pair is an error."""
+    a = [Survival(t, True) for t in (1, 2, 3)]
+    b = [Survival(t, True) for t in (4, 5, 6)]
+    assert logrank_within_seed_p(a, b) == 2 / 8 and logrank_permutation_p(a, b) == pytest.approx(2 / 20)
+    assert logrank_within_seed_p(a[:2], b[:2]) == 2 / 4
+    with pytest.raises(ValueError, match="one run of each arm per seed"):
+        logrank_within_seed_p(a, b[:2])
+
+
+def test_the_kaplan_meier_median_time_to_collapse():
+    """Collapses at 100, 200, 300 of 6 runs (3 censored at 899): 5/6 x 4/5 x 3/4 = 1/2 at 300. Two collapses: never
+    at 1/2 (inf). 100, censored at 150, 200, 300: 3/4 after 100, 3/4 x 1/2 = 3/8 at 200."""
+    censored = [Survival(899, False)] * 3
+    assert median_time([Survival(t, True) for t in (100, 200, 300)] + censored) == 300
+    assert median_time([Survival(t, True) for t in (100, 200)] + censored + [Survival(899, False)]) == math.inf
+    assert median_time([Survival(100, True), Survival(150, False), Survival(200, True), Survival(300, True)]) == 200
 
 
 def test_six_against_six_all_apart_gives_the_smallest_exact_p():

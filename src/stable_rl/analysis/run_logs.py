@@ -48,13 +48,13 @@ def read_run(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return series
 
 
-def read_archive(archive: Path) -> dict[str, list[dict[str, str]]]:
-    """Each run's metrics.csv rows, by run name (the folder above ``version_N``), from a ``.tar.xz`` of run folders
-    (``experiments/atlas/pack_logs.sh``)."""
+def read_archive(archive: Path, log: str = "metrics.csv") -> dict[str, list[dict[str, str]]]:
+    """Each run's ``log`` rows (metrics.csv, or heldout_outcomes.csv), by run name (the folder above ``version_N``),
+    from a ``.tar.xz`` of run folders (``experiments/atlas/pack_logs.sh``)."""
     runs = {}
     with tarfile.open(archive) as tar:
         for member in tar.getmembers():
-            if member.name.endswith("/metrics.csv") and (f := tar.extractfile(member)) is not None:
+            if member.name.endswith(f"/{log}") and (f := tar.extractfile(member)) is not None:
                 runs[Path(member.name).parts[-3]] = list(csv.DictReader(io.TextIOWrapper(f, encoding="utf-8")))
     return runs
 

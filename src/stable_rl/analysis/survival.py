@@ -9,7 +9,7 @@ simulating Weibull times fitted to pilot runs (one shape shared by several arms,
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from statistics import NormalDist
 
@@ -22,6 +22,7 @@ Series = dict[str, list[tuple[int, float]]]  # metric -> [(step, value)], as ``r
 class Survival:
     time: float  # the step of collapse, or the last step observed (censored)
     collapsed: bool
+    sign: str = field(default="", compare=False)  # which sign fired: reward, entropy, skipped updates ("" censored)
 
 
 def trailing_means(points: list[tuple[int, float]], window: int) -> list[tuple[int, float]]:
@@ -43,19 +44,20 @@ def collapse_time(
     """When the run collapsed (PROTOCOL.md Part 1): the first step t >= ``warmup`` where the ``window``-step mean
     of ``train/reward`` is below (1 - ``reward_drop``) times its best ``window``-step mean up to t, or the
     ``window``-step mean of ``train/entropy`` is below ``min_entropy``, or ``train/skipped_updates`` was positive
-    ``skips_in_a_row`` steps in a row; else censored at the last step logged (at most ``horizon``)."""
+    ``skips_in_a_row`` steps in a row; else censored at the last step logged (at most ``horizon``). The signs that
+    fired first are named in ``sign``."""
     last = max(step for step, _ in series["train/reward"])
     if horizon is not None:
         last = min(last, horizon)
-    signs = []
+    signs: list[tuple[int, str]] = []
     best = -math.inf
     for step, mean in trailing_means(series["train/reward"], window):
         best = max(best, mean)
         if warmup <= step <= last and mean < (1 - reward_drop) * best:
-            signs.append(step)
+            signs.append((step, "reward"))
             break
     signs += [
-        s
+        (s, "entropy")
         for s, mean in trailing_means(series.get("train/entropy", []), window)
         if warmup <= s <= last and mean < min_entropy
     ][:1]
@@ -63,9 +65,12 @@ def collapse_time(
     for step, skipped in sorted(series.get("train/skipped_updates", [])):
         in_a_row = in_a_row + 1 if skipped > 0 else 0
         if in_a_row >= skips_in_a_row and warmup <= step <= last:
-            signs.append(step)
+            signs.append((step, "skipped updates"))
             break
-    return Survival(min(signs), True) if signs else Survival(last, False)
+    if not signs:
+        return Survival(last, False)
+    first = min(step for step, _ in signs)
+    return Survival(first, True, ", ".join(sign for step, sign in signs if step == first))
 
 
 def _logrank_z(times: np.ndarray, events: np.ndarray, in_a: np.ndarray) -> np.ndarray:
@@ -95,8 +100,6 @@ def logrank_permutation_p(a: list[Survival], b: list[Survival], max_splits: int 
     whose |statistic| is at least the observed one; every one of the C(n_a + n_b, n_a) splits where there are at
     most ``max_splits``, otherwise the observed split and ``max_splits`` - 1 drawn at random (seeded)."""
     runs = a + b
-    times = np.array([s.time for s in runs], dtype=float)
-    events = np.array([s.collapsed for s in runs])
     count = math.comb(len(runs), len(a))
     if count <= max_splits:
         splits = np.zeros((count, len(runs)), dtype=bool)
@@ -106,8 +109,37 @@ def logrank_permutation_p(a: list[Survival], b: list[Survival], max_splits: int 
         order = np.random.default_rng(seed).random((max_splits, len(runs))).argsort(1)
         splits = order < len(a)
         splits[0] = np.arange(len(runs)) < len(a)
+    return _permutation_p(runs, splits)
+
+
+def logrank_within_seed_p(a: list[Survival], b: list[Survival]) -> float:
+    """Two-sided p of the log-rank test that swaps arms only within a seed (``a[i]`` and ``b[i]`` share seed i):
+    the share of the 2^n swaps whose |statistic| is at least the observed one's (PROTOCOL.md Part 2, beside the
+    permutation test of the pooled runs)."""
+    if len(a) != len(b):
+        raise ValueError(f"{len(a)} and {len(b)} runs: a test within seeds needs one run of each arm per seed")
+    swapped = (np.arange(2 ** len(a))[:, None] >> np.arange(len(a))[None, :] & 1).astype(bool)  # [2^n, n]
+    return _permutation_p(a + b, np.concatenate([~swapped, swapped], axis=1))  # the first row: none swapped
+
+
+def _permutation_p(runs: list[Survival], splits: np.ndarray) -> float:
+    """The share of ``splits`` [P, N] (True: in arm A; row 0 the observed split) whose |log-rank Z| is at least the
+    observed one."""
+    times, events = _times_events(runs)
     z = np.abs(_logrank_z(times, events, splits))
-    return float(np.mean(z >= z[0] - 1e-9))  # the first split is the observed one (a's runs come first)
+    return float(np.mean(z >= z[0] - 1e-9))
+
+
+def median_time(runs: list[Survival]) -> float:
+    """The Kaplan-Meier median time to collapse: the first collapse time at which the estimated share of runs not
+    yet collapsed is at most 1/2; inf where it stays above (fewer than half the runs seen to collapse)."""
+    remaining = 1.0
+    for time in sorted({s.time for s in runs if s.collapsed}):
+        at_risk = sum(1 for s in runs if s.time >= time)
+        remaining *= 1 - sum(1 for s in runs if s.time == time and s.collapsed) / at_risk
+        if remaining <= 0.5 + 1e-12:
+            return time
+    return math.inf
 
 
 def weibull_fit(runs: list[Survival]) -> tuple[float, float]:
