@@ -132,6 +132,8 @@ def method_of(cell: Cell) -> str:
     stems = [Path(o).stem for o in cell.overlays]
     if cell.updates_per_row > 1:
         return f"N = {cell.updates_per_row}, {MODES.get(stems[-1], 'clip')}"
+    if stems and Path(cell.overlays[0]).parent.name == "staleness":  # Part 3: k rollouts in flight
+        return f"{NAMES.get(stems[1], stems[1]) if stems[1:] else 'MiniRL'}, k = {stems[0][1:]}"
     return NAMES.get(stems[0], stems[0]) if stems else "MiniRL"
 
 

@@ -1,4 +1,4 @@
-"""The atlas's tests and findings F1-F7, as PROTOCOL.md Part 2 fixed them ("Tests", "Findings and verdicts").
+"""The atlas's tests and findings F1-F8, as PROTOCOL.md Parts 2 and 3 fixed them ("Tests", "Findings and verdicts").
 
 Survival: the two-sided permutation log-rank test of two cells' seeds (the within-seed test beside it, and, where a
 run was cut, the p that counts the cut as a collapse). Held-out: the paired t-test of d_s (the sign-flip p beside
@@ -178,14 +178,27 @@ FINDINGS = {
         "neither collapses, its held-out higher",
         lambda lv, r: [best_of(lv, r, ("grpo",)), best_of(lv, r, ("cispo",))],
     ),
+    "F8": Finding(
+        "F8",
+        "(issue 45) MiniRL's weight corrects staleness: more stable than w/o IS with k = 1 and 2 rollouts in flight",
+        lambda lv, r: [((lv, (f"k{k}",)), (lv, (f"k{k}", "minirl_no_is")), "log-rank") for k in (1, 2)],
+    ),
 }
 F5_CELLS = (("L2", MINIRL), ("L2", ("cold_start_a",)), ("L2", ("cold_start_b",)))
+
+
+def staleness_cost(k: int, results: dict[Key, CellResult]) -> Comparison:
+    """Part 3, reported beside F8 without a verdict: MiniRL's held-out with k rollouts in flight against k = 0."""
+    test = heldout_test("F8 beside", "L2", results["L2", (f"k{k}",)], results["L2", MINIRL])
+    return replace(test, verdict="reported")
 
 
 def sequence_of(name: str, levels: tuple[str, bool, str | None] | None) -> list[str] | None:
     """The fixed sequence: L7 down to L1 for F1; L* then L2 for the rest (F6: those at L_M and above, L_M too)."""
     if name == "F1":
         return list(CORE_LEVELS)
+    if name == "F8":  # Part 3: at L2 only
+        return ["L2"]
     if levels is None:
         return None
     l_star, _, l_m = levels
@@ -253,7 +266,7 @@ def findings(results: dict[Key, CellResult], power: str) -> tuple[list[str], lis
     """One line per finding (its verdict, or "not run" where a cell it reads is not complete), and every test made."""
     levels = decided_levels(results)
     lines, tests = [], []
-    for name in ("F1", "F2", "F3 clip", "F3 replay", "F4", "F5", "F6", "F7"):
+    for name in ("F1", "F2", "F3 clip", "F3 replay", "F4", "F5", "F6", "F7", "F8"):
         claim = "(paper) once stable, different cold starts reach similar final accuracy" if name == "F5" else ""
         claim = claim or FINDINGS[name].claim
         if name == "F6" and levels is not None and levels[2] is None:  # no L_M: MiniRL's core never collapses
@@ -273,6 +286,8 @@ def findings(results: dict[Key, CellResult], power: str) -> tuple[list[str], lis
             continue
         by_level = {lv: FINDINGS[name].at(lv, results) for lv in sequence}
         tests += [t for lv in sequence for t in by_level[lv]]
+        if name == "F8" and ("L2", MINIRL) in results and results["L2", MINIRL].complete:  # Part 3, beside F8
+            tests += [staleness_cost(k, results) for k in (1, 2)]
         lines.append(f"- **{name}** {claim} ({', '.join(sequence)}): {finding_line(name, by_level, power)}")
     return lines, tests
 

@@ -1,4 +1,4 @@
-"""The atlas's runs in PROTOCOL.md Part 2's order, which of them the committed logs hold, and the next wave.
+"""The atlas's runs in PROTOCOL.md Part 2's order (Part 3's staleness cells last), which of them the committed logs hold, and the next wave.
 
     python experiments/atlas/plan.py --seeds 10                         # the cells, and how many runs each has left
     python experiments/atlas/plan.py --seeds 10 --next 12               # the next wave's runs (their commands)
@@ -67,7 +67,8 @@ class Cell:
 
 
 def cells(seeds: int, l_star: str | None = None, l_m: str | None = None) -> list[Cell]:
-    """Part 2's cells in run order; stage 3 on needs ``l_star`` (and ``l_m`` where MiniRL's core cell collapses)."""
+    """Part 2's cells in run order, then Part 3's; stage 3 on needs ``l_star`` (and ``l_m`` where MiniRL's core cell
+    collapses)."""
     out = [Cell("L0", (), seeds)]
     for level in ("L7", "L6", "L5", "L4", "L3", "L2", "L1"):
         out += [Cell(level, (), seeds), Cell(level, (f"{PAPER}/minirl_no_is.yaml",), seeds)]
@@ -86,6 +87,12 @@ def cells(seeds: int, l_star: str | None = None, l_m: str | None = None) -> list
                 stack = (str(RECIPES.relative_to(HERE.parents[1]) / "offpolicy" / f"n{n}.yaml"),)
                 out.append(Cell(level, stack + ((f"{mode}.yaml",) if mode else ()), seeds, horizon))
     out += [Cell("L2", (f"{PAPER}/cold_start_{x}.yaml",), seeds) for x in "ab"]
+    staleness = RECIPES.relative_to(HERE.parents[1]) / "staleness"  # Part 3: rollouts in flight, k = 1 and 2
+    for k in (1, 2):
+        out += [
+            Cell("L2", (str(staleness / f"k{k}.yaml"), *method), seeds)
+            for method in ((), (f"{PAPER}/minirl_no_is.yaml",))
+        ]
     return out
 
 

@@ -1,5 +1,5 @@
 """The atlas's verdicts (PROTOCOL.md Part 2) from ``logs/atlas/*.tar.xz``, written to ``atlas/``: ``cells.md`` (the
-cell table), ``tests.md`` (every test, raw and adjusted p), ``findings.md`` (F1-F7), ``atlas.png`` and
+cell table), ``tests.md`` (every test, raw and adjusted p), ``findings.md`` (F1-F8), ``atlas.png`` and
 ``curves/<cell>.png``. ``python experiments/atlas/analysis.py`` runs it where atlas archives exist, with the seeds per
 cell committed in ``pilot/power.md``.
 """

@@ -227,6 +227,7 @@ def test_the_findings_of_a_complete_atlas_read_the_fixed_sequence():
         "at L2: reproduced (all three hold: yes; intervals inside +-0.05: yes; plateau 700 -> 900 in each: yes)",
         f"at its first level, L3: not detected ({POWER})",  # F6 at L_M = L3 and above: Holm's 4/70
         f"at its first level, L3: not detected ({POWER}); apart, after the gap: L2 reproduced",  # F7
+        f"at its first level, L2: not detected ({POWER})",  # F8: neither arm collapses with rollouts in flight
     ]
     assert lines[0].startswith("- **F1** (paper, on-policy) w/o train-infer IS collapses where MiniRL holds (L7, L6,")
 
@@ -235,11 +236,11 @@ def test_a_finding_reads_not_run_until_every_cell_it_reads_is_complete():
     partial = results_of(SCENARIO)
     partial["L2", ("grpo",)] = CellResult(partial["L2", ("grpo",)].cell, lower(0.05, 0.06, 0.07))
     lines, _ = findings.findings(partial, POWER)
-    assert lines[-1].endswith(": not run") and lines[0].endswith("L4 reproduced, L3 reversed")
+    assert lines[-2].endswith(": not run") and lines[0].endswith("L4 reproduced, L3 reversed")
     no_core = results_of(SCENARIO)
     no_core["L1", NO_IS] = CellResult(no_core["L1", NO_IS].cell, [])
     lines = findings.findings(no_core, POWER)[0]  # L* undecided: every finding but F5 (its cells at L2 are done)
-    assert [line.endswith(": not run") for line in lines] == [True] * 5 + [False] + [True] * 2
+    assert [line.endswith(": not run") for line in lines] == [True] * 5 + [False] + [True] * 2 + [False]  # F5, F8
 
 
 def test_f5_is_reversed_where_a_pairs_interval_lies_outside_and_f6_without_l_m_reads_its_premise():
@@ -252,6 +253,28 @@ def test_f5_is_reversed_where_a_pairs_interval_lies_outside_and_f6_without_l_m_r
     assert f5[0].beside.startswith("95% t-interval [0.087, 0.113]; sign-flip 0.125") and f5[0].verdict == "reversed"
     assert "at L2: reversed (all three hold: yes; intervals inside +-0.05: no;" in lines[5]
     assert lines[6].endswith("premise not reproduced: MiniRL holds up to a 14-nat gap")  # no core cell collapses
+
+
+def test_f8_reads_the_staleness_cells_holm_over_k_1_and_2_with_the_cost_of_staleness_beside():
+    """PROTOCOL Part 3, n = 5: w/o IS collapses at 150-350 with k = 1 and 2 rollouts in flight where MiniRL holds:
+    each split parts the arms wholly, p = 2 / C(10, 5) = 2/252, Holm over the 2: 4/252 <= 0.05, reproduced. Beside
+    it, MiniRL at k = 1 against k = 0: d_s = 0.02 at every seed (SD 0): the paired t-test's p is 0."""
+    special = {("L2", ("k1", "minirl_no_is")): collapsing((150, 200, 250, 300, 350))}
+    special["L2", ("k2", "minirl_no_is")] = collapsing((150, 200, 250, 300, 350))
+    special["L2", ("k1",)] = lower(-0.02, -0.02, -0.02, -0.02, -0.02)
+    lines, tests = findings.findings(results_of(special, seeds=5), POWER)
+    assert lines[-1] == (
+        "- **F8** (issue 45) MiniRL's weight corrects staleness: more stable than w/o IS with k = 1 and 2 rollouts in "
+        "flight (L2): reproduced at dial level >= L2"
+    )
+    f8 = [t for t in tests if t.finding == "F8"]
+    assert [(t.p, t.adjusted, t.verdict) for t in f8] == [
+        (pytest.approx(2 / 252), pytest.approx(4 / 252), "reproduced")
+    ] * 2
+    beside = [t for t in tests if t.finding == "F8 beside"]
+    assert [(t.a, t.b, t.verdict) for t in beside] == [(("L2", (f"k{k}",)), ("L2", ()), "reported") for k in (1, 2)]
+    assert beside[0].statistic == pytest.approx(0.02) and beside[0].p == 0.0 and beside[1].statistic == 0.0
+    assert endpoints.method_of(results_of({})["L2", ("k2", "minirl_no_is")].cell) == "w/o train-infer IS, k = 2"
 
 
 def test_the_tests_table_shows_raw_and_adjusted_p():
@@ -310,4 +333,4 @@ def test_analysis_writes_nothing_without_atlas_logs_and_the_verdicts_with_them(t
     assert "| l1_bf16+lr3e-4+minirl_no_is | L1 | w/o train-infer IS | 0 / 4 | — | — | — | — | not run |" in cells
     assert "L* and L_M: not decided (the core matrix has 0 of 14 cells complete)" in cells
     finding_lines = [line for line in (tmp_path / "atlas" / "findings.md").read_text().splitlines() if line[:2] == "- "]
-    assert len(finding_lines) == 8 and all(line.endswith(": not run") for line in finding_lines)
+    assert len(finding_lines) == 9 and all(line.endswith(": not run") for line in finding_lines)
