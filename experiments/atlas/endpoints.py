@@ -15,8 +15,8 @@ from pathlib import Path
 
 from experiments.atlas.plan import FIRST_SEED, REPORTED_ARMS, Cell
 from stable_rl.analysis.heldout_change import HeldoutChange
-from stable_rl.analysis.heldout_pairs import after, avg_at, outcomes_of
-from stable_rl.analysis.run_logs import read_archive, series_of
+from stable_rl.analysis.heldout_pairs import avg_at, outcomes_of
+from stable_rl.analysis.run_logs import check_distinct_copies, read_archive, series_of
 from stable_rl.analysis.survival import Survival, collapse_time, median_time
 
 SIGNS = ("train/reward", "train/entropy", "train/skipped_updates")  # what the collapse rule reads
@@ -53,7 +53,12 @@ def read_run(metrics: list[dict[str, str]], outcomes: list[dict[str, str]], cell
     validations = outcomes_of(outcomes)
     if not validations:
         raise ValueError(f"{name}: no held-out outcomes (heldout_outcomes.csv): the run's log is incomplete")
-    final = None if cut else after(validations, cell.horizon)[1]
+    if not cut and cell.horizon not in validations:
+        raise ValueError(
+            f"{name}: ran to H = {cell.horizon} but has no validation after {cell.horizon} updates (last: "
+            f"{max(validations)}): its heldout_outcomes.csv is incomplete (PROTOCOL Part 2c)"
+        )
+    final = None if cut else validations[cell.horizon]
     heldout = {step: avg_at(problems) for step, problems in sorted(validations.items())}
     curves = {m: timed[m] for m in SIGNS[:2] if m in timed}
     return Run(seed, survival, cut, heldout, final, curves)
@@ -61,6 +66,7 @@ def read_run(metrics: list[dict[str, str]], outcomes: list[dict[str, str]], cell
 
 def read_copies(archives: list[Path], cells: list[Cell]) -> dict[str, list[Run]]:
     """Run name -> its archived copies in archive order, for the runs of ``cells``."""
+    check_distinct_copies(archives)
     by_name = {c.run_name(s): (c, s) for c in cells for s in range(FIRST_SEED, FIRST_SEED + c.seeds)}
     copies: dict[str, list[Run]] = {}
     for archive in archives:
@@ -105,12 +111,22 @@ class CellResult:
         return sum(run.survival.collapsed for run in self.runs)
 
     @property
+    def tied(self) -> bool:
+        """Half the seeds hold and half collapse (n even): shown as "holds and collapses", and in a verdict's
+        conditions neither; where a condition picks a level or a test (L*, L_M, F7's test) it collapses (Part 2c)."""
+        return self.complete and min(self.holding, self.collapsing) >= self.quorum
+
+    @property
     def holds(self) -> bool:
-        return self.complete and self.holding >= self.quorum
+        return self.complete and self.holding >= self.quorum and not self.tied
 
     @property
     def collapses(self) -> bool:
-        return self.complete and self.collapsing >= self.quorum
+        return self.complete and self.collapsing >= self.quorum and not self.tied
+
+    @property
+    def collapses_or_tied(self) -> bool:
+        return self.collapses or self.tied
 
 
 def cell_result(cell: Cell, copies: dict[str, list[Run]]) -> CellResult:
@@ -145,9 +161,9 @@ def verdict_of(result: CellResult) -> str:
         return f"{len(result.runs)} of {result.cell.seeds}"
     if not has_verdict(result.cell):
         return "reported without a verdict"
-    return " and ".join(word for word, yes in (("holds", result.holds), ("collapses", result.collapses)) if yes) or (
-        "neither"
-    )
+    if result.tied:
+        return "holds and collapses"
+    return "holds" if result.holds else "collapses" if result.collapses else "neither"
 
 
 def cell_row(result: CellResult) -> str:

@@ -38,9 +38,9 @@ def decided_levels(core: dict[Key, CellResult]) -> tuple[str, bool, str | None] 
     """(L*, whether L* was set to L3 by the rule, L_M) from the complete core matrix; None while it is not."""
     if not all((lv, arm) in core and core[lv, arm].complete for lv in CORE_LEVELS for arm in (MINIRL, NO_IS)):
         return None
-    either = [lv for lv in CORE_LEVELS if core[lv, MINIRL].collapses or core[lv, NO_IS].collapses]
+    either = [lv for lv in CORE_LEVELS if core[lv, MINIRL].collapses_or_tied or core[lv, NO_IS].collapses_or_tied]
     lowest = min(either, key=rank, default=None)
-    l_m = min((lv for lv in CORE_LEVELS if core[lv, MINIRL].collapses), key=rank, default=None)
+    l_m = min((lv for lv in CORE_LEVELS if core[lv, MINIRL].collapses_or_tied), key=rank, default=None)
     forced = lowest is None or rank(lowest) <= rank("L2")
     return ("L3" if forced else lowest), forced, l_m
 
@@ -134,7 +134,7 @@ def off(n: int, mode: str | None = None) -> tuple[str, ...]:
 def best_of(level: str, results: dict[Key, CellResult], other: tuple[str, ...]) -> tuple[Key, Key, str]:
     """F7: MiniRL more stable than ``other``, or, where neither cell collapses, MiniRL's held-out higher."""
     a, b = (level, MINIRL), (level, other)
-    return a, b, "log-rank" if any(key in results and results[key].collapses for key in (a, b)) else "paired t"
+    return a, b, "log-rank" if any(key in results and results[key].collapses_or_tied for key in (a, b)) else "paired t"
 
 
 FINDINGS = {
@@ -187,10 +187,19 @@ FINDINGS = {
 F5_CELLS = (("L2", MINIRL), ("L2", ("cold_start_a",)), ("L2", ("cold_start_b",)))
 
 
-def staleness_cost(k: int, results: dict[Key, CellResult]) -> Comparison:
-    """Part 3, reported beside F8 without a verdict: MiniRL's held-out with k rollouts in flight against k = 0."""
-    test = heldout_test("F8 beside", "L2", results["L2", (f"k{k}",)], results["L2", MINIRL])
-    return replace(test, verdict="reported")
+def staleness_beside(results: dict[Key, CellResult]) -> list[Comparison]:
+    """Part 3 (2c), reported beside F8 without a verdict, for k = 1 and 2 against k = 0: MiniRL's held-out (paired
+    t-test) and w/o IS's survival (log-rank: does staleness itself hurt the uncorrected arm?)."""
+    tests = []
+    for k in (1, 2):
+        tests.append(heldout_test("F8 beside", "L2", results["L2", (f"k{k}",)], results["L2", MINIRL]))
+        tests.append(survival_test("F8 beside", "L2", results["L2", (f"k{k}", *NO_IS)], results["L2", NO_IS]))
+    return [replace(t, verdict="reported") for t in tests]
+
+
+def f8_separable(results: dict[Key, CellResult]) -> bool:
+    """Part 2c: F8 speaks of staleness only where w/o IS holds against the FP8 mismatch alone (k = 0 at L2)."""
+    return not results["L2", NO_IS].collapses_or_tied
 
 
 def sequence_of(name: str, levels: tuple[str, bool, str | None] | None) -> list[str] | None:
@@ -212,7 +221,13 @@ def level_verdict(tests: list[Comparison]) -> str:
     return "reproduced" if verdicts == {"reproduced"} else "reversed" if "reversed" in verdicts else "not detected"
 
 
-def finding_line(name: str, tests_by_level: dict[str, list[Comparison]], power: str) -> str:
+def power_of(power: dict[int, str], family: int) -> str:
+    """The log-rank test's power against 2x for a Holm family of ``family`` comparisons (Part 2c): pilot/power.md
+    gives it for one (level 0.05) and two (0.025); larger families' power was not computed."""
+    return power.get(family, f"power not computed for a family of {family}")
+
+
+def finding_line(name: str, tests_by_level: dict[str, list[Comparison]], power: dict[int, str]) -> str:
     """Reproduced at dial level >= X (X: the lowest level reached with every level above it reproduced), where the
     sequence stops and why, and later levels reproduced or reversed, listed apart."""
     reached, stop, apart = fixed_sequence([(lv, level_verdict(t)) for lv, t in tests_by_level.items()])
@@ -220,7 +235,8 @@ def finding_line(name: str, tests_by_level: dict[str, list[Comparison]], power: 
     if stop is not None:
         level, verdict = stop
         survival = any(t.kind == "log-rank" for t in tests_by_level[level])
-        why = f"{verdict} ({power})" if verdict == "not detected" and survival and power else verdict
+        family = len(tests_by_level[level])
+        why = f"{verdict} ({power_of(power, family)})" if verdict == "not detected" and survival else verdict
         parts.append(f"{'the sequence stops at' if reached else 'at its first level,'} {level}: {why}")
     if apart:
         parts.append("apart, after the gap: " + ", ".join(f"{lv} {v}" for lv, v in apart))
@@ -259,10 +275,11 @@ def cells_of(name: str, sequence: list[str], results: dict[Key, CellResult]) -> 
     if name == "F5":
         return [CONTROL, *F5_CELLS]
     finding = FINDINGS[name]
-    return [CONTROL] + [key for lv in sequence for a, b, _ in finding.comparisons(lv, results) for key in (a, b)]
+    k0 = [("L2", MINIRL), ("L2", NO_IS)] if name == "F8" else []  # Part 2c: F8's gate and what it reports beside
+    return [CONTROL, *k0] + [key for lv in sequence for a, b, _ in finding.comparisons(lv, results) for key in (a, b)]
 
 
-def findings(results: dict[Key, CellResult], power: str) -> tuple[list[str], list[Comparison]]:
+def findings(results: dict[Key, CellResult], power: dict[int, str]) -> tuple[list[str], list[Comparison]]:
     """One line per finding (its verdict, or "not run" where a cell it reads is not complete), and every test made."""
     levels = decided_levels(results)
     lines, tests = [], []
@@ -270,7 +287,7 @@ def findings(results: dict[Key, CellResult], power: str) -> tuple[list[str], lis
         claim = "(paper) once stable, different cold starts reach similar final accuracy" if name == "F5" else ""
         claim = claim or FINDINGS[name].claim
         if name == "F6" and levels is not None and levels[2] is None:  # no L_M: MiniRL's core never collapses
-            lines.append(f"- **F6** {claim}: premise not reproduced: MiniRL holds up to a 14-nat gap")
+            lines.append(f"- **F6** {claim}: premise not reproduced: MiniRL does not collapse up to a 14-nat gap")
             continue
         sequence = ["L2"] if name == "F5" else sequence_of(name, levels)
         complete = sequence is not None and all(
@@ -286,9 +303,13 @@ def findings(results: dict[Key, CellResult], power: str) -> tuple[list[str], lis
             continue
         by_level = {lv: FINDINGS[name].at(lv, results) for lv in sequence}
         tests += [t for lv in sequence for t in by_level[lv]]
-        if name == "F8" and ("L2", MINIRL) in results and results["L2", MINIRL].complete:  # Part 3, beside F8
-            tests += [staleness_cost(k, results) for k in (1, 2)]
-        lines.append(f"- **{name}** {claim} ({', '.join(sequence)}): {finding_line(name, by_level, power)}")
+        line = finding_line(name, by_level, power)
+        if name == "F8":  # Part 3 and 2c: gated on w/o IS at k = 0, the tests beside it
+            tests += staleness_beside(results)
+            if not f8_separable(results):
+                tests = [replace(t, verdict="not separable") if t.finding == "F8" else t for t in tests]
+                line = "not separable from the FP8 mismatch (w/o IS collapses at k = 0 too)"
+        lines.append(f"- **{name}** {claim} ({', '.join(sequence)}): {line}")
     return lines, tests
 
 

@@ -1,8 +1,9 @@
-"""The atlas's runs in PROTOCOL.md Part 2's order (Part 3's staleness cells last), which of them the committed logs hold, and the next wave.
+"""The atlas's runs in PROTOCOL.md Part 2's order (Part 3's cells last), which the committed logs hold, the next wave.
 
     python experiments/atlas/plan.py --seeds 10                         # the cells, and how many runs each has left
     python experiments/atlas/plan.py --seeds 10 --next 12               # the next wave's runs (their commands)
-    python experiments/atlas/plan.py --seeds 10 --next 12 --run -- --trainer.max_time=00:00:19:00   # run them
+    python experiments/atlas/plan.py --seeds 10 --next 18 --run --save-dir runs/atlas/w01 -- \\
+        --trainer.max_time=00:00:19:00                                  # run them, the wave in a folder of its own
 
 Stage 3 and later need L* and L_M (``--l-star``, ``--l-m``), which the core matrix decides (Part 2). A run is done
 where a committed archive (``logs/atlas/*.tar.xz``) holds it at its horizon, or holds it twice (cut by its wave's
@@ -15,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from stable_rl.analysis.run_logs import read_archive
+from stable_rl.analysis.run_logs import check_distinct_copies, read_archive
 
 HERE = Path(__file__).parent
 RECIPES = HERE / "recipes"
@@ -110,7 +111,8 @@ def pending(plan: list[Cell], logged: dict[str, list[int]]) -> list[tuple[Cell, 
 
 
 def logged_runs(archives: list[Path]) -> dict[str, list[int]]:
-    """Each archived run's last training step, per copy, from ``logs/atlas/*.tar.xz``."""
+    """Each archived run's last training step, per copy, from ``logs/atlas/*.tar.xz`` (no copy archived twice)."""
+    check_distinct_copies(archives)
     logged: dict[str, list[int]] = {}
     for archive in archives:
         for name, rows in read_archive(archive).items():
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--l-m", choices=list(LEVELS), help="L_M: the lowest level where MiniRL's core cell collapses")
     parser.add_argument("--next", type=int, help="the next this many runs")
     parser.add_argument("--run", action="store_true", help="run them, sharing the GPU (with --next)")
-    parser.add_argument("--save-dir", default="runs/atlas/main")
+    parser.add_argument("--save-dir", help="where the wave logs: a folder of its own, runs/atlas/<wave> (Part 2c)")
     args = parser.parse_args(argv)
     plan = cells(args.seeds, args.l_star, args.l_m)
     todo = pending(plan, logged_runs(sorted((HERE / "logs" / "atlas").glob("*.tar.xz"))))
@@ -142,7 +144,13 @@ def main(argv: list[str] | None = None) -> None:
         return
     from stable_rl.cli.sweep import Run, execute
 
-    wave = [Run(cell.configs(), seed, args.save_dir, tuple(extra)) for cell, seed in todo[: args.next]]
+    if args.run and (args.save_dir is None or (Path(args.save_dir).exists() and any(Path(args.save_dir).iterdir()))):
+        parser.error(
+            f"--run needs --save-dir, a new folder for this wave (runs/atlas/<wave>; {args.save_dir} holds runs "
+            "already): each archive packs one wave's own folder, so no run is archived twice (PROTOCOL Part 2c)"
+        )
+    save_dir = args.save_dir or "runs/atlas/<wave>"
+    wave = [Run(cell.configs(), seed, save_dir, tuple(extra)) for cell, seed in todo[: args.next]]
     for run in wave:
         print(shlex.join(run.command()[1:]))
     if args.run and wave:

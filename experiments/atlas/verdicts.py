@@ -22,9 +22,9 @@ t-test of d_s over seeds; beside it, the exact sign-flip test.
 """
 
 
-def seeds_rule(power_md: str) -> tuple[int, float]:
-    """(n, the least power against a 2x ratio at n, level 0.05) from ``pilot/power.md`` (``analysis.power_table``):
-    its last line names n; its first shape's row at n gives the power."""
+def seeds_rule(power_md: str) -> tuple[int, dict[int, str]]:
+    """n and the least power against a 2x ratio at n from ``pilot/power.md`` (``analysis.power_table``), by Holm
+    family size: one comparison (level 0.05: the first shape's row at n), two (Holm's halved level, its last line)."""
     found = re.search(r"Seeds per cell with a verdict: (\d+)", power_md)
     if found is None:
         raise ValueError("pilot/power.md names no seeds per cell: commit it (Part 2a) before reading atlas logs")
@@ -33,7 +33,12 @@ def seeds_rule(power_md: str) -> tuple[int, float]:
     powers = [float(row[2]) for row in rows if row[0] == rows[0][0] and int(row[1]) == n]
     if not powers:
         raise ValueError(f"pilot/power.md gives no power at its n = {n}: remake it (analysis.power_table)")
-    return n, powers[0]
+    power = {1: f"power {powers[0]:.2f} against a 2x ratio at n = {n}"}
+    if halved := re.search(
+        r"Holm's halved level \(0\.025, the families of two\) \d+ seeds have power ([\d.]+)", power_md
+    ):
+        power[2] = f"power {float(halved.group(1)):.2f} against a 2x ratio at n = {n}, Holm's halved level"
+    return n, power
 
 
 def every_cell(seeds: int) -> list[Cell]:
@@ -47,21 +52,21 @@ def levels_line(levels: tuple[str, bool, str | None] | None, core: dict[Key, Cel
         done = sum(core[lv, arm].complete for lv in CORE_LEVELS for arm in ((), ("minirl_no_is",)))
         return f"L* and L_M: not decided (the core matrix has {done} of 14 cells complete); stage 3 on is not listed."
     l_star, forced, l_m = levels
-    collapsed = any(r.collapses for key, r in core.items() if key[0] != "L0")
+    collapsed = any(r.collapses_or_tied for key, r in core.items() if key[0] != "L0")
     why = "the lowest collapsing level is L2 or below" if collapsed else "no core cell collapses"
     star = f"L* = {l_star} (reported so: {why})" if forced else f"L* = {l_star}"
     bias = f"; comparisons of the core matrix's cells at {l_star} carry a selection bias towards separation"
     return f"{star}; L_M = {l_m or 'none (MiniRL collapses at no level)'}{bias}."
 
 
-def write_verdicts(archives: list[Path], out: Path, seeds: int, power: float) -> list[Path]:
+def write_verdicts(archives: list[Path], out: Path, seeds: int, power: dict[int, str]) -> list[Path]:
     """Write the verdicts of ``archives`` under ``out``; returns the files written."""
     copies = read_copies(archives, every_cell(seeds))
     core = {key_of(r): r for r in (cell_result(c, copies) for c in cells(seeds))}
     levels = decided_levels(core)
     plan = cells(seeds, levels[0], levels[2]) if levels else cells(seeds)
     results = {key_of(r): r for r in (cell_result(c, copies) for c in plan)}
-    lines, tests = findings(results, f"power {power:.2f} against a 2x ratio at n = {seeds}")
+    lines, tests = findings(results, power)
     head = f"Seeds per cell with a verdict: n = {seeds} (pilot/power.md). {levels_line(levels, core)}\n\n"
     written = {
         out / "cells.md": "# The atlas's cells (PROTOCOL.md Part 2)\n\n" + head + cell_table(list(results.values())),

@@ -15,6 +15,7 @@ from experiments.atlas import endpoints, findings, plan
 from experiments.atlas.endpoints import CellResult, Run
 from experiments.atlas.verdicts import levels_line, seeds_rule
 from stable_rl.analysis.heldout_pairs import avg_at
+from stable_rl.analysis.run_logs import read_archive
 from stable_rl.analysis.survival import Survival
 
 ROOT = Path(__file__).parents[2]
@@ -23,7 +24,8 @@ analysis = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(analysis)
 OFF = "experiments/atlas/recipes/offpolicy"
 NO_IS, LENGTH_NORM = ("minirl_no_is",), ("minirl_length_norm",)
-POWER = "power 0.81 against a 2x ratio at n = 4"
+POWER1, POWER2 = "power 0.81 against a 2x ratio at n = 4", "power 0.70 against a 2x ratio at n = 4, Holm's halved level"
+POWER = {1: POWER1, 2: POWER2}  # by Holm family size (PROTOCOL Part 2c)
 
 
 def metrics_rows(rows: int, drop_at: int | None = None) -> list[dict[str, str]]:
@@ -124,6 +126,42 @@ def test_a_cut_run_counts_once_it_was_run_again_and_cut_again(tmp_path):
     )
 
 
+def test_a_run_archived_twice_or_twice_in_one_archive_or_without_its_last_validation_is_refused(tmp_path):
+    """Part 2c: a wave's folder packed into two archives would make a cut run count as cut twice; two versions of a
+    run in one archive, one silently; an uncut run needs its validation at H."""
+    cell = plan.Cell("L0", (), 1)
+    name = cell.run_name(100)
+    first = pack(tmp_path / "a.tar.xz", {name: on_policy(rows=640)})
+    again = pack(tmp_path / "b.tar.xz", {name: on_policy(rows=640)})
+    with pytest.raises(ValueError, match="hold the same copy of run l0_exact"):
+        endpoints.read_copies([first, again], [cell])
+    with pytest.raises(ValueError, match="hold the same copy of run l0_exact"):
+        plan.logged_runs([first, again])
+    rerun = pack(tmp_path / "c.tar.xz", {name: on_policy(rows=700)})  # run again, cut again: a copy of its own
+    assert plan.logged_runs([first, rerun]) == {name: [639, 699]}
+    twice = tmp_path / "d.tar.xz"
+    with tarfile.open(twice, "w:xz") as tar, tarfile.open(first) as one:
+        for version in (0, 1):
+            for member in one.getmembers():
+                data = one.extractfile(member).read()
+                member.name = member.name.replace("version_0", f"version_{version}")
+                tar.addfile(member, io.BytesIO(data))
+    with pytest.raises(ValueError, match="is in it twice"):
+        read_archive(twice)
+    metrics, outcomes = on_policy()
+    no_last = pack(tmp_path / "e.tar.xz", {name: (metrics, [r for r in outcomes if r["step"] != "900"])})
+    with pytest.raises(ValueError, match="no validation after 900 updates"):
+        endpoints.read_copies([no_last], [cell])
+
+
+def test_a_wave_runs_only_into_a_folder_of_its_own(tmp_path, capsys):
+    (tmp_path / "w01" / "run").mkdir(parents=True)
+    for save_dir in ([], ["--save-dir", str(tmp_path / "w01")]):
+        with pytest.raises(SystemExit):
+            plan.main(["--seeds", "6", "--next", "1", "--run", *save_dir])
+        assert "--run needs --save-dir, a new folder for this wave" in capsys.readouterr().err
+
+
 def run(seed: int, collapse: int | None = None, final: float = 0.5, horizon: int = 900) -> Run:
     """A seed's endpoints: collapsed at ``collapse`` (else censored at H - 1), held-out 0.1 at step 0 and ``final``
     at 700 and H on each of 40 problems (0.1 -> 0.5 learns: margin 2 sqrt 2 sqrt(0.3 x 0.7 / 40) = 0.205)."""
@@ -218,16 +256,16 @@ def test_the_findings_of_a_complete_atlas_read_the_fixed_sequence():
     lines, _ = findings.findings(results_of(SCENARIO), POWER)
     verdicts = [line.split("): ", 1)[1] if "): " in line else line.split(": ", 1)[1] for line in lines]
     assert verdicts == [
-        f"reproduced at dial level >= L6; the sequence stops at L5: not detected ({POWER}); apart, after the gap: "
+        f"reproduced at dial level >= L6; the sequence stops at L5: not detected ({POWER1}); apart, after the gap: "
         "L4 reproduced, L3 reversed",
         "at its first level, L3: reversed; apart, after the gap: L2 reproduced",  # F2: length-norm holds, MiniRL not
-        f"at its first level, L3: not detected ({POWER})",  # F3 clip
-        f"at its first level, L3: not detected ({POWER})",  # F3 replay
+        f"at its first level, L3: not detected ({POWER2})",  # F3 clip: N = 4 and 16, a family of two
+        "at its first level, L3: not detected (power not computed for a family of 4)",  # F3 replay
         "at its first level, L3: not detected",  # F4, held-out: no power against a ratio
         "at L2: reproduced (all three hold: yes; intervals inside +-0.05: yes; plateau 700 -> 900 in each: yes)",
-        f"at its first level, L3: not detected ({POWER})",  # F6 at L_M = L3 and above: Holm's 4/70
-        f"at its first level, L3: not detected ({POWER}); apart, after the gap: L2 reproduced",  # F7
-        f"at its first level, L2: not detected ({POWER})",  # F8: neither arm collapses with rollouts in flight
+        f"at its first level, L3: not detected ({POWER2})",  # F6 at L_M = L3 and above: Holm's 4/70
+        f"at its first level, L3: not detected ({POWER2}); apart, after the gap: L2 reproduced",  # F7
+        f"at its first level, L2: not detected ({POWER2})",  # F8: neither arm collapses with rollouts in flight
     ]
     assert lines[0].startswith("- **F1** (paper, on-policy) w/o train-infer IS collapses where MiniRL holds (L7, L6,")
 
@@ -252,13 +290,16 @@ def test_f5_is_reversed_where_a_pairs_interval_lies_outside_and_f6_without_l_m_r
     f5 = [t for t in tests if t.finding == "F5"]
     assert f5[0].beside.startswith("95% t-interval [0.087, 0.113]; sign-flip 0.125") and f5[0].verdict == "reversed"
     assert "at L2: reversed (all three hold: yes; intervals inside +-0.05: no;" in lines[5]
-    assert lines[6].endswith("premise not reproduced: MiniRL holds up to a 14-nat gap")  # no core cell collapses
+    assert lines[6].endswith(
+        "premise not reproduced: MiniRL does not collapse up to a 14-nat gap"
+    )  # no core cell collapses
 
 
 def test_f8_reads_the_staleness_cells_holm_over_k_1_and_2_with_the_cost_of_staleness_beside():
     """PROTOCOL Part 3, n = 5: w/o IS collapses at 150-350 with k = 1 and 2 rollouts in flight where MiniRL holds:
     each split parts the arms wholly, p = 2 / C(10, 5) = 2/252, Holm over the 2: 4/252 <= 0.05, reproduced. Beside
-    it, MiniRL at k = 1 against k = 0: d_s = 0.02 at every seed (SD 0): the paired t-test's p is 0."""
+    it (Part 2c), for each k against k = 0: MiniRL's held-out (k = 1: d_s = 0.02 at every seed, SD 0, p = 0) and
+    w/o IS's survival (the same 2/252: staleness itself makes the uncorrected arm collapse)."""
     special = {("L2", ("k1", "minirl_no_is")): collapsing((150, 200, 250, 300, 350))}
     special["L2", ("k2", "minirl_no_is")] = collapsing((150, 200, 250, 300, 350))
     special["L2", ("k1",)] = lower(-0.02, -0.02, -0.02, -0.02, -0.02)
@@ -272,9 +313,40 @@ def test_f8_reads_the_staleness_cells_holm_over_k_1_and_2_with_the_cost_of_stale
         (pytest.approx(2 / 252), pytest.approx(4 / 252), "reproduced")
     ] * 2
     beside = [t for t in tests if t.finding == "F8 beside"]
-    assert [(t.a, t.b, t.verdict) for t in beside] == [(("L2", (f"k{k}",)), ("L2", ()), "reported") for k in (1, 2)]
-    assert beside[0].statistic == pytest.approx(0.02) and beside[0].p == 0.0 and beside[1].statistic == 0.0
+    k1, k1_no_is = ("L2", ("k1",)), ("L2", ("k1", *NO_IS))
+    assert [(t.a, t.b, t.kind, t.verdict) for t in beside[:2]] == [
+        (k1, ("L2", ()), "paired t", "reported"),
+        (k1_no_is, ("L2", NO_IS), "log-rank", "reported"),
+    ]
+    assert beside[0].statistic == pytest.approx(0.02) and beside[0].p == 0.0 and beside[2].statistic == 0.0
+    assert beside[1].p == pytest.approx(2 / 252) and len(beside) == 4
     assert endpoints.method_of(results_of({})["L2", ("k2", "minirl_no_is")].cell) == "w/o train-infer IS, k = 2"
+
+
+def test_f8_is_not_separable_where_w_o_is_collapses_at_k_0_and_not_run_until_the_k_0_cells_are_complete():
+    """Part 2c: where w/o IS collapses against the FP8 mismatch alone, the k tests cannot speak of staleness."""
+    special = {key: collapsing((150, 200, 250, 300, 350)) for key in (("L2", ("k1", *NO_IS)), ("L2", ("k2", *NO_IS)))}
+    special["L2", NO_IS] = collapsing((150, 200, 250, 300, 350))
+    lines, tests = findings.findings(results_of(special, seeds=5), POWER)
+    assert lines[-1].endswith("(L2): not separable from the FP8 mismatch (w/o IS collapses at k = 0 too)")
+    assert {t.verdict for t in tests if t.finding == "F8"} == {"not separable"}
+    results = results_of(special, seeds=5)
+    results["L2", NO_IS] = CellResult(results["L2", NO_IS].cell, collapsing((150, 200)))
+    assert findings.findings(results, POWER)[0][-1].endswith(": not run")
+
+
+def test_a_tied_cell_holds_and_collapses_on_show_and_neither_in_a_verdict():
+    """Part 2c, n = 4: the control with 2 seeds collapsed and 2 holding is shown "holds and collapses", gates no
+    "reproduced" (F1 at L7 reads not detected although its log-rank p is 2/70), and counts as collapsing for L_M."""
+    tied = [*collapsing((150, 200)), run(102), run(103)]
+    results = results_of({**SCENARIO, ("L0", ()): tied})
+    control = results["L0", ()]
+    assert (control.holds, control.collapses, control.tied) == (False, False, True)
+    assert endpoints.verdict_of(control) == "holds and collapses"
+    f1 = next(t for t in findings.findings(results, POWER)[1] if t.finding == "F1" and t.level == "L7")
+    assert f1.p == pytest.approx(2 / 70) and f1.verdict == "not detected"
+    at_l7 = results_of({("L7", ()): tied})
+    assert findings.decided_levels(at_l7) == ("L7", False, "L7")
 
 
 def test_the_tests_table_shows_raw_and_adjusted_p():
@@ -298,11 +370,23 @@ POWER_MD = """| shape | seeds | power against 2x | smallest ratio detected with 
 | k = 1 (reported beside it) | 8 | 0.500 |  |
 
 Seeds per cell with a verdict: 8 (Part 2's rule; at most 12).
+At Holm's halved level (0.025, the families of two) 8 seeds have power 0.655 against 2x.
 """
 
 
 def test_the_seeds_and_their_power_are_read_from_the_committed_power_table():
-    assert seeds_rule(POWER_MD) == (8, 0.81)  # the first shape's power at n
+    """The first shape's power at n for one comparison, the halved level's for a Holm family of two."""
+    assert seeds_rule(POWER_MD) == (
+        8,
+        {1: "power 0.81 against a 2x ratio at n = 8", 2: "power 0.66 against a 2x ratio at n = 8, Holm's halved level"},
+    )
+    assert seeds_rule((ROOT / "experiments/atlas/pilot/power.md").read_text()) == (
+        10,
+        {
+            1: "power 0.88 against a 2x ratio at n = 10",
+            2: "power 0.80 against a 2x ratio at n = 10, Holm's halved level",
+        },
+    )
     with pytest.raises(ValueError, match="names no seeds per cell"):
         seeds_rule("")
 

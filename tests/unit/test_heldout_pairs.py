@@ -1,9 +1,9 @@
-"""Held-out outcomes problem by problem (stable_rl.analysis.heldout_pairs): avg@n after n updates, paired
+"""Held-out outcomes problem by problem (stable_rl.analysis.heldout_pairs): avg@n at each validation, paired
 differences."""
 
 import pytest
 
-from stable_rl.analysis.heldout_pairs import after, avg_at, outcomes_of, paired_difference
+from stable_rl.analysis.heldout_pairs import avg_at, outcomes_of, paired_difference
 
 
 def rows(step, correct, eval_set="heldout"):
@@ -13,12 +13,10 @@ def rows(step, correct, eval_set="heldout"):
     ]
 
 
-def test_the_last_validation_at_or_before_n_updates():
+def test_each_validation_of_the_eval_set_problem_by_problem():
     outcomes = outcomes_of(rows(0, [0, 1, 2]) + rows(100, [4, 3, 2]) + rows(100, [0, 0, 0], "other") + rows(200, [1]))
-    assert after(outcomes, 199) == (100, {0: 1.0, 1: 0.75, 2: 0.5})
-    assert after(outcomes, 0) == (0, {0: 0.0, 1: 0.25, 2: 0.5})
-    assert avg_at(after(outcomes, 150)[1]) == pytest.approx(0.75)
-    assert after(outcomes_of(rows(64, [1])), 63) is None
+    assert outcomes == {0: {0: 0.0, 1: 0.25, 2: 0.5}, 100: {0: 1.0, 1: 0.75, 2: 0.5}, 200: {0: 0.25}}
+    assert avg_at(outcomes[100]) == pytest.approx(0.75)
 
 
 def test_a_paired_difference_is_the_mean_over_problems_of_a_less_b():

@@ -1,5 +1,5 @@
 """Held-out outcomes problem by problem (``heldout_outcomes.csv``, written by ``stable_rl.callbacks.HeldOutOutcomes``):
-a run's avg@n after a number of updates, and the paired difference of two runs on the same problems (the stability
+a run's avg@n at each validation, and the paired difference of two runs on the same problems (the stability
 atlas's d_s, ``experiments/atlas/PROTOCOL.md`` Part 2)."""
 
 import statistics
@@ -15,12 +15,6 @@ def outcomes_of(rows: Iterable[dict[str, str]], eval_set: str = "heldout") -> Ou
         if row["eval_set"] == eval_set:
             outcomes.setdefault(int(row["step"]), {})[int(row["problem"])] = int(row["correct"]) / int(row["samples"])
     return outcomes
-
-
-def after(outcomes: Outcomes, updates: int) -> tuple[int, dict[int, float]] | None:
-    """(step, problem -> share correct) of the last validation at or before ``updates``; None if there is none."""
-    steps = [step for step in outcomes if step <= updates]
-    return (max(steps), outcomes[max(steps)]) if steps else None
 
 
 def avg_at(problems: dict[int, float]) -> float:

@@ -51,12 +51,35 @@ def read_run(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 def read_archive(archive: Path, log: str = "metrics.csv") -> dict[str, list[dict[str, str]]]:
     """Each run's ``log`` rows (metrics.csv, or heldout_outcomes.csv), by run name (the folder above ``version_N``),
     from a ``.tar.xz`` of run folders (``experiments/atlas/pack_logs.sh``)."""
-    runs = {}
+    runs: dict[str, list[dict[str, str]]] = {}
+    paths: dict[str, str] = {}
     with tarfile.open(archive) as tar:
         for member in tar.getmembers():
             if member.name.endswith(f"/{log}") and (f := tar.extractfile(member)) is not None:
-                runs[Path(member.name).parts[-3]] = list(csv.DictReader(io.TextIOWrapper(f, encoding="utf-8")))
+                name = Path(member.name).parts[-3]
+                if name in paths:
+                    raise ValueError(
+                        f"{archive}: run {name} is in it twice ({paths[name]}, {member.name}): pack each wave's own "
+                        "folder into its own archive (pack_logs.sh runs/atlas/<wave> ...), one version per run"
+                    )
+                paths[name] = member.name
+                runs[name] = list(csv.DictReader(io.TextIOWrapper(f, encoding="utf-8")))
     return runs
+
+
+def check_distinct_copies(archives: list[Path]) -> None:
+    """Refuse two archives holding the same copy of a run (the same metrics rows): a wave's folder packed twice
+    would count one cut run as cut twice."""
+    seen: dict[tuple[str, str], Path] = {}
+    for archive in archives:
+        for name, rows in read_archive(archive).items():
+            key = (name, repr(rows))
+            if key in seen:
+                raise ValueError(
+                    f"{archive} and {seen[key]} hold the same copy of run {name}: keep one (each archive packs one "
+                    "wave's own folder, runs/atlas/<wave>)"
+                )
+            seen[key] = archive
 
 
 def run_labels(run_dirs: list[Path]) -> list[str]:
