@@ -51,3 +51,15 @@ def test_an_overlapped_run_resumed_mid_way_equals_the_run_that_never_stopped(tmp
     assert {t: resumed_rows[t] for t in (2, 3)} == {t: whole_rows[t] for t in (2, 3)}
     for key, value in whole.policy.state_dict().items():
         assert torch.equal(value, resumed.policy.state_dict()[key]), key
+
+
+def test_an_engine_in_its_own_process_overlaps_with_the_same_numbers(tmp_path):
+    """vLLM's engine core in a process of its own (``engine_process``), driven from the rollout thread: the
+    in-process sequential run's metrics and weights."""
+    sequential, sequential_rows = fit(tmp_path, "sequential", staleness=1, engine=engine(), overlap=False, steps=3)
+    apart, apart_rows = fit(
+        tmp_path, "apart", staleness=1, engine=VLLMEngine(max_new_tokens=24, engine_process=True), steps=3
+    )
+    assert sorted(apart_rows) == [0, 1, 2] and apart_rows == sequential_rows
+    for key, value in sequential.policy.state_dict().items():
+        assert torch.equal(value, apart.policy.state_dict()[key]), key
