@@ -20,9 +20,12 @@ class PolicyWeights(Protocol):
 
 class GenerationLogprobs(Protocol):
     """What a pipelining data module (``data.max_staleness`` >= 1) asks of the policy module: log pi_gen of a
-    rollout just generated from its current weights."""
+    rollout generated from its current weights, or from a snapshot of the weights taken when the rollout started
+    (``data.overlap``: the update changes them while it is generated)."""
 
-    def generation_logprobs(self, batch) -> Tensor: ...
+    def weight_snapshot(self) -> Any: ...
+
+    def generation_logprobs(self, batch, weights=None) -> Tensor: ...
 
 
 class RouteSource(Protocol):

@@ -4,6 +4,8 @@ The same checks run against each engine: log mu_old equals the policy's log-prob
 tokens, also after the policy's weights change and are synced into the live engine.
 """
 
+from functools import partial
+
 import pytest
 import torch
 
@@ -15,12 +17,13 @@ from stable_rl.rollout.vllm_compat import cpu_runs_fp8_kv_cache
 from stable_rl.routing import RouterHooks, routed_positions, routes_match
 
 
-@pytest.fixture(params=["hf", "vllm"])
+@pytest.fixture(params=["hf", "vllm", "vllm-process"])
 def engine_cls(request):
-    if request.param == "vllm":
+    """Each engine: HF generate, vLLM in the training process, vLLM's engine core in its own (``engine_process``)."""
+    if request.param.startswith("vllm"):
         pytest.importorskip("vllm")
         request.applymarker(pytest.mark.vllm)
-        return VLLMEngine
+        return partial(VLLMEngine, engine_process=request.param == "vllm-process")
     return HFEngine
 
 
@@ -90,6 +93,26 @@ def test_a_later_batch_of_the_same_step_draws_apart(engine_cls, tokenizer, tiny_
     later = [s.response_ids for s in engine.generate(ids, group_size=2, step=4, first_index=len(ids))]
     engine.close()
     assert first == again and first != later
+
+
+@pytest.mark.vllm
+def test_an_engine_in_its_own_process_samples_what_the_in_process_engine_samples(
+    tiny_model, tokenizer, tiny_model_path
+):
+    """The same seeds give the same tokens and log mu_old in both places, also after a sync (sent as bytes)."""
+    with torch.no_grad():
+        for p in tiny_model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    drawn = []
+    for engine_process in (False, True):
+        engine = VLLMEngine(max_new_tokens=16, seed=5, engine_process=engine_process)
+        engine.start(tiny_model_path, max_model_len=128)
+        before = engine.generate(prompts(tokenizer), group_size=2, step=0)
+        engine.sync(tiny_model.state_dict().items(), version=1)
+        after = engine.generate(prompts(tokenizer), group_size=2, step=1)
+        engine.close()
+        drawn.append([(s.response_ids, s.logprobs) for s in before + after])
+    assert drawn[0] == drawn[1]
 
 
 @pytest.mark.vllm

@@ -1,4 +1,5 @@
-"""One-step-off-policy pipelining (data.max_staleness = 1) on the tiny model and the HF engine (float32, CPU):
+"""One-step-off-policy pipelining (data.max_staleness = 1, overlapped: the default; ``test_overlap.py`` compares it
+with the sequential order) on the tiny model and the HF engine (float32, CPU):
 each batch is trained one step after the weights that generated it, its first step is the synchronous loop's,
 and a run resumed mid-way with a batch in flight logs what the run that never stopped logged."""
 
@@ -36,15 +37,18 @@ class Recorder(L.Callback):
         self.weights[trainer.global_step] = {k: v.clone() for k, v in pl_module.policy.state_dict().items()}
 
 
-def fit(root: Path, name: str, staleness: int, steps: int = STEPS, ckpt_path=None, callbacks=()):
+def fit(root: Path, name: str, staleness: int, steps: int = STEPS, ckpt_path=None, callbacks=(), engine=None, **data):
+    """A run of ``steps`` steps (``engine``: the HF engine's by default; ``data``: more of the data module's
+    settings), and its metrics.csv rows but the timings, by step."""
     data = RolloutDataModule(
         ReasoningGymPrompts(["chain_sum"], size=6, seed=3),  # 3 steps an epoch: the window reads into the next
-        engine=HFEngine(max_new_tokens=24),
+        engine=HFEngine(max_new_tokens=24) if engine is None else engine,
         prompts_per_step=2,
         group_size=2,
         seed=0,
         model_path=COLD_START,
         max_staleness=staleness,
+        **data,
     )
     torch.manual_seed(0)
     module = PolicyModule(COLD_START, optimizer=lambda p: torch.optim.AdamW(p, lr=1e-3))

@@ -23,6 +23,7 @@ from stable_rl.rollout.vllm_compat import (
     NO_OP_ATTENTION_STEP,
     AliasedExpertsWarning,
     VLLMPlatform,
+    engine_multiprocessing,
     fp8_scheme,
     in_place_obstacle,
     load_in_place,
@@ -737,3 +738,32 @@ def test_the_cpu_route_capture_finds_the_router_hook_and_the_runners_batch_layou
     assigns(GPUModelRunner.__init__, "self.input_batch = InputBatch(", "self.positions =", "self.query_start_loc =")
     assigns(CpuGpuBuffer.__init__, "self.np")
     assert isinstance(InputBatch.num_reqs, property) and isinstance(InputBatch.req_ids, property)
+
+
+def test_an_engine_in_its_own_process_is_refused_on_gpus_and_for_shared_engines(on_gpu):
+    with pytest.raises(ValueError, match=r"engine_process: true on a GPU: .* CUDA IPC .* remove .*engine_process"):
+        options(GPU_033, engine_process=True)
+    engine = VLLMEngine(tensor_parallel_size=2, engine_process=True)
+    engine.place(BatchPlan(4, 2, processes=2, tensor_parallel_size=2), 0, 0)
+    with pytest.raises(ValueError, match=r"processes sharing one engine .* engine_process: false"):
+        engine._options(CPU_032, 128)
+    assert (
+        options(CPU_032, engine_process=True)["worker_extension_cls"] == "stable_rl.rollout.vllm_worker.StableRLWorker"
+    )
+
+
+@pytest.mark.vllm
+def test_vllm_reads_where_its_engine_runs_when_an_llm_is_made(monkeypatch):
+    """``engine_multiprocessing``: vLLM's setting inside (its cached environment dropped, as an in-process
+    engine's start leaves it cached), the process's own after."""
+    pytest.importorskip("vllm")
+    from vllm import envs
+
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    envs.enable_envs_cache()  # as an in-process engine leaves it
+    with engine_multiprocessing(own_process=True):
+        assert envs.VLLM_ENABLE_V1_MULTIPROCESSING is True
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    with engine_multiprocessing(own_process=False):
+        assert envs.VLLM_ENABLE_V1_MULTIPROCESSING is False
+    envs.disable_envs_cache()

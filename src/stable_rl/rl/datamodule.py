@@ -6,13 +6,16 @@ rollout happens in ``on_before_batch_transfer``, which Lightning calls right bef
 current weights, samples G responses per prompt, and the verifier scores them, so every rollout
 comes from the weights of the step right before it (on-policy lag 0). With ``max_staleness`` = k >= 1
 the rollout of step t + k is generated there instead, and the one generated k steps earlier is trained on
-(``stable_rl.rl.in_flight``). Validation works the same
+(``stable_rl.rl.in_flight``); with ``overlap`` (the default at k >= 1) it is generated in a thread of its own while
+step t trains, with the same numbers. Validation works the same
 way on the ``eval_sets`` (one dataloader each), with its own ``eval_sampling`` and n samples
 per problem, yielding ``EvalBatch`` rewards for avg@n and pass@k.
 """
 
 import os
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import lightning as L
 import torch
@@ -29,9 +32,19 @@ from stable_rl.data.verifier import MathVerifier
 from stable_rl.interfaces import generation_logprobs, policy_weights
 from stable_rl.padding import pad_id
 from stable_rl.policy.model_dir import check_model_dir, checked_tokenizer
+from stable_rl.rl.background import Background
 from stable_rl.rl.in_flight import InFlight
 from stable_rl.rollout import EvalBatch, RolloutBatch, RolloutEngine, Sampling
 from stable_rl.timing import timed
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """Rollouts generated in the background (``overlap``): the thread's job, which returns the verified batches and
+    the seconds of its phases, and the weights that generate them (for log pi_gen; None without it)."""
+
+    job: Background[tuple[list[RolloutBatch], dict[str, float]]]
+    weights: Any
 
 
 @dataclass(frozen=True)
@@ -69,7 +82,17 @@ class RolloutDataModule(L.LightningDataModule):
         max_staleness: k, how many steps before the step that trains on it a batch is generated (0: synchronous,
             on-policy lag 0; 1: one-step-off-policy pipelining). The batch trained at step t comes from the weights
             of step t - k (of step 0 for the first k steps); k batches wait in memory and in checkpoints, and the
-            trainer scores each once more when it is generated (``time/pi_gen``, for ``train/health``).
+            trainer scores each once more with the weights that generated it (``time/pi_gen``, for ``train/health``).
+        overlap: at k >= 1, generate (and verify) the batch of step t + k in a thread of its own while step t trains,
+            from the weights of step t, synced before the update starts; the thread is joined at the next step's
+            rollout (or before a checkpoint, a validation, the end), and every number is the one the sequential
+            order (false) gives: same samples (seeded by step), same log pi_gen, same metrics. None: true at k >= 1.
+            Needs one engine per process (``tensor_parallel_size: 1`` in data-parallel runs).
+        generation_logprobs: at k >= 1, score each batch with the weights that generated it (log pi_gen, splitting
+            ``train/health`` into its training-inference and staleness parts). With ``overlap`` the update changes
+            those weights while the batch is generated, so a copy of the policy's weights (the process's shard, on
+            its device) is kept from the sync until the batch is joined; false: no copy and no pass, and the split
+            is measured at pi_old as at k = 0 (``train_infer`` then includes the k steps of staleness).
 
     These sizes are the step's geometry: ``setup`` checks them once in a ``BatchPlan``, which every batch
     carries to the policy module.
@@ -93,6 +116,8 @@ class RolloutDataModule(L.LightningDataModule):
         eval_prompts_per_batch: int = 32,
         model_path: str | None = None,
         max_staleness: int = 0,
+        overlap: bool | None = None,
+        generation_logprobs: bool = True,
     ) -> None:
         super().__init__()
         for name, value in (
@@ -110,6 +135,11 @@ class RolloutDataModule(L.LightningDataModule):
             raise ValueError(
                 f"data.init_args.max_staleness={max_staleness} must be at least 0: the steps a rollout waits "
                 "before it is trained on (0: synchronous, 1: one-step-off-policy pipelining)"
+            )
+        if overlap and not max_staleness:
+            raise ValueError(
+                "data.init_args.overlap: true with max_staleness: 0: the synchronous loop trains on the rollout it has "
+                "just generated, so there is nothing to overlap; set max_staleness >= 1 or remove overlap"
             )
         if group_size < 2:
             raise ValueError(f"group_size={group_size}: the group baseline needs data.group_size >= 2")
@@ -136,6 +166,10 @@ class RolloutDataModule(L.LightningDataModule):
         self.micro_batch_size = micro_batch_size
         self.max_staleness = max_staleness
         self.in_flight = InFlight(max_staleness)
+        self.overlap = bool(max_staleness) if overlap is None else overlap
+        self.score_generation = generation_logprobs and max_staleness > 0
+        self.ahead: Ahead | None = None  # the rollouts generated in the background (``overlap``)
+        self.ahead_times: dict[str, float] = {}  # the seconds of joining them, for the next training batch
         self.plan: BatchPlan | None = None  # built by ``setup``, once the processes are known
         self.problems: list[EncodedProblem] = []
         self.eval_problems: dict[str, list[EncodedProblem]] = {}
@@ -157,6 +191,12 @@ class RolloutDataModule(L.LightningDataModule):
             self.max_staleness,
         )
         self.engine.place(self.plan, trainer.global_rank, trainer.local_rank)  # its seed stream
+        if self.overlap and self.plan.processes_per_engine > 1:
+            raise ValueError(
+                f"data.overlap with {self.plan.processes_per_engine} processes sharing each engine "
+                f"(tensor_parallel_size={self.engine.tensor_parallel_size}): the engine's collectives would run in a "
+                "thread beside the update's; set data.engine.init_args.tensor_parallel_size: 1 or data.overlap: false"
+            )
         if not self.problems:
             check_model_dir(self._model_path)  # before the model's config is read for its context
             self._check_context(self._model_path)
@@ -274,6 +314,7 @@ class RolloutDataModule(L.LightningDataModule):
     @torch.no_grad()
     def evaluate(self, problems: list[EncodedProblem], eval_set: str) -> EvalBatch:
         """``eval_samples`` responses per problem with the evaluation sampling, verified."""
+        self._join_ahead()  # the engine is free again
         step = self._sync()
         samples = self.engine.generate(  # seeded by position: batches sharing seeds would draw problems alike
             [p.prompt_ids for p in problems], self.eval_samples, step, self.eval_sampling, problems[0].index
@@ -290,28 +331,75 @@ class RolloutDataModule(L.LightningDataModule):
     def rollout(self, window: list[EncodedProblem]) -> RolloutBatch:
         """Sync the engine to the current policy, sample G responses per problem, verify them, and return the
         batch of this step: at k = ``max_staleness`` = 0 the one just sampled; else the one sampled k steps ago,
-        after sampling the batch of step t + k (``window``: the problems of steps t .. t + k, ``PromptBatches``).
-        It carries the seconds each phase of this step took (``time/sync``, ``time/rollout``, ``time/sleep``,
-        ``time/reward``, and ``time/pi_gen`` at k >= 1)."""
-        times: dict[str, float] = {}
+        after sampling the batch of step t + k (``window``: the problems of steps t .. t + k, ``PromptBatches``),
+        here or, with ``overlap``, in a thread while this step trains (joined by the next). It carries the seconds
+        each phase of this step took (``time/sync``, ``time/rollout``, ``time/sleep``, ``time/reward``,
+        ``time/pi_gen`` at k >= 1; with ``overlap`` ``time/wait``, the join, and ``time/background/<phase>``)."""
+        if self.overlap:
+            self._join_ahead()
+        times, self.ahead_times = self.ahead_times, {}
         with timed(times, "sync"):
             step = self._sync()
         size = len(window) // (self.max_staleness + 1)
         steps = [window[a * size : (a + 1) * size] for a in range(self.max_staleness + 1)]  # problems of t .. t + k
         ahead = self.in_flight.missing()
+        now = [a for a in ahead if a == 0 or not self.overlap]  # overlapped, only this step's is needed now
+        later = [a for a in ahead if a not in now]
         with timed(times, "rollout"):  # each seeded by the step that trains on it, as at k = 0
-            sampled = [self.engine.generate([p.prompt_ids for p in steps[a]], self.group_size, step + a) for a in ahead]
-        with timed(times, "sleep"):
-            self.engine.sleep()  # the update gets the engine's memory (vLLM's sleep mode on GPUs)
-        for a, samples in zip(ahead, sampled, strict=True):
-            batch = self._batch(steps[a], samples, step, times)
-            if self.max_staleness:
-                with timed(times, "pi_gen"):
-                    batch.generation_logprobs = generation_logprobs(self.trainer).generation_logprobs(batch)
-            self.in_flight.batches.append(batch)
+            sampled = [self._sample(steps[a], step + a) for a in now]
+        if not later:
+            with timed(times, "sleep"):
+                self.engine.sleep()  # the update gets the engine's memory (vLLM's sleep mode on GPUs)
+        for a, samples in zip(now, sampled, strict=True):
+            self.in_flight.batches.append(self._scored(self._batch(steps[a], samples, step, times), times))
+        if later:
+            weights = generation_logprobs(self.trainer).weight_snapshot() if self.score_generation else None
+            job = partial(self._generate, [steps[a] for a in later], [step + a for a in later], step)
+            self.ahead = Ahead(Background(job, f"rollout-ahead-{step}"), weights)
         batch = self.in_flight.batches.popleft()
         batch.timings = times
         batch.plan = self.plan
+        return batch
+
+    def _sample(self, problems: list[EncodedProblem], step: int) -> list:
+        """G samples of each problem, seeded by ``step``, the step that trains on them."""
+        return self.engine.generate([p.prompt_ids for p in problems], self.group_size, step)
+
+    @torch.no_grad()
+    def _generate(
+        self, problems: list[list[EncodedProblem]], seed_steps: list[int], step: int
+    ) -> tuple[list[RolloutBatch], dict[str, float]]:
+        """The background job (``overlap``): the batches of ``problems`` (one list per step ahead) generated by the
+        weights of ``step`` and verified, and the seconds of its phases."""
+        times: dict[str, float] = {}
+        with timed(times, "rollout"):
+            sampled = [self._sample(p, seed_step) for p, seed_step in zip(problems, seed_steps, strict=True)]
+        with timed(times, "sleep"):
+            self.engine.sleep()
+        return [self._batch(p, samples, step, times) for p, samples in zip(problems, sampled, strict=True)], times
+
+    def _join_ahead(self) -> None:
+        """Wait for the rollouts generated in the background, score them with the weights that generated them and
+        queue them (raising the thread's error if it failed); a no-op when none are."""
+        ahead = self.ahead
+        if ahead is None:
+            return
+        try:
+            with timed(self.ahead_times, "wait"):
+                batches, background = ahead.job.join()
+        finally:
+            if ahead.job.done:  # else interrupted while waiting: ``on_exception`` waits again
+                self.ahead = None
+        for batch in batches:
+            self.in_flight.batches.append(self._scored(batch, self.ahead_times, ahead.weights))
+        self.ahead_times |= {f"background/{phase}": seconds for phase, seconds in background.items()}
+
+    def _scored(self, batch: RolloutBatch, times: dict[str, float], weights: Any = None) -> RolloutBatch:
+        """``batch`` with its log pi_gen (``generation_logprobs`` at k >= 1) under the current weights, or
+        ``weights``, the snapshot of those that generated it."""
+        if self.score_generation:
+            with timed(times, "pi_gen"):
+                batch.generation_logprobs = generation_logprobs(self.trainer).generation_logprobs(batch, weights)
         return batch
 
     def _batch(self, problems: list[EncodedProblem], samples: list, step: int, times: dict[str, float]) -> RolloutBatch:
@@ -332,7 +420,9 @@ class RolloutDataModule(L.LightningDataModule):
         return batch
 
     def state_dict(self) -> dict:
-        """The rollouts in flight (none at k = 0: the checkpoint is as without pipelining)."""
+        """The rollouts in flight (none at k = 0: the checkpoint is as without pipelining), those generated in the
+        background included (waited for: the checkpoint is the one the sequential order writes)."""
+        self._join_ahead()
         return self.in_flight.state_dict()
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -350,6 +440,16 @@ class RolloutDataModule(L.LightningDataModule):
         """Rollouts return each token's routed experts from now on (Routing Replay R3)."""
         self.engine.enable_routes()
 
+    def on_exception(self, exception: BaseException) -> None:
+        """A run that fails or is interrupted waits for the rollouts in the background (the engine is shut down
+        after them; their error, if any, is left out: ``exception`` is the run's)."""
+        if self.ahead is not None:
+            self.ahead.job.wait()
+            self.ahead = None
+
     def teardown(self, stage: str) -> None:
-        self.engine.close()
-        self.verifier.close()
+        try:
+            self._join_ahead()  # kept, as the sequential order keeps them; and an error of the last ones is raised
+        finally:
+            self.engine.close()
+            self.verifier.close()

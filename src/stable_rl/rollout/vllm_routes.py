@@ -20,7 +20,7 @@ NUMPY_ROUTE_DTYPE = np.dtype(str(ROUTE_DTYPE).removeprefix("torch."))
 class VLLMRouteCapture:
     """Holds the routes of the requests in flight, keyed by vLLM's external request id.
 
-    Installed in-process with ``llm.collective_rpc(capture.install)``.
+    Installed where the model is by ``StableRLWorker.stable_rl_capture_routes`` (``stable_rl.rollout.vllm_worker``).
     """
 
     def __init__(self, max_model_len: int) -> None:
