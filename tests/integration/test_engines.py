@@ -17,9 +17,10 @@ from stable_rl.rollout.vllm_compat import cpu_runs_fp8_kv_cache
 from stable_rl.routing import RouterHooks, routed_positions, routes_match
 
 
-@pytest.fixture(params=["hf", "vllm", "vllm-process"])
+@pytest.fixture(params=["hf", "vllm", pytest.param("vllm-process", marks=pytest.mark.slow)])
 def engine_cls(request):
-    """Each engine: HF generate, vLLM in the training process, vLLM's engine core in its own (``engine_process``)."""
+    """Each engine: HF generate, vLLM in the training process, vLLM's engine core in its own (``engine_process``;
+    slow: its process starts in tens of seconds on 2 cores, so these run in ``nox -s tests-slow``)."""
     if request.param.startswith("vllm"):
         pytest.importorskip("vllm")
         request.applymarker(pytest.mark.vllm)
@@ -96,6 +97,7 @@ def test_a_later_batch_of_the_same_step_draws_apart(engine_cls, tokenizer, tiny_
 
 
 @pytest.mark.vllm
+@pytest.mark.slow  # the engine process starts in tens of seconds on 2 cores
 def test_an_engine_in_its_own_process_samples_what_the_in_process_engine_samples(
     tiny_model, tokenizer, tiny_model_path
 ):
