@@ -1,7 +1,7 @@
 """stable-rl's rollout against a standalone vLLM control, side by side (issue 45: at least 0.9x of the control, and
 at 256 sequences at least 30% of the card's floor).
 
-    python -m benchmarks.gpu_generation_control      # one CUDA GPU with vLLM installed; --help for sizes
+    PYTHONPATH=/tmp/site:src:benchmarks python3 -m benchmarks.gpu_generation_control   # one CUDA GPU, vLLM; --help
 
 The random 1.25B Qwen3-MoE of ``benchmarks/gpu_update.py`` (bfloat16). Two engines live at once on the GPU, each
 with ``--memory`` of it: ``VLLMEngine`` in this process with its GPU defaults (CUDA graphs, one seed per call,
