@@ -54,6 +54,19 @@ def floor_seconds(config, weight_bytes: float, active: int, batch: int, prompt: 
     return total
 
 
+def generation_engine(max_new_tokens: int, memory: float, max_num_seqs: int, **options) -> VLLMEngine:
+    """The engine the generation benchmarks time: bfloat16, seed 0, awake between calls, ``options`` on top."""
+    return VLLMEngine(
+        max_new_tokens=max_new_tokens,
+        dtype="bfloat16",
+        seed=0,
+        gpu_memory_utilization=memory,
+        max_num_seqs=max_num_seqs,
+        sleep_mode=False,
+        **options,
+    )
+
+
 def generation_rows(model_dir: str, config, args, hw, weight_bytes: float, active: int) -> list[tuple]:
     settings = [
         ("eager", dict(enforce_eager=True), (64, 256)),
@@ -64,15 +77,7 @@ def generation_rows(model_dir: str, config, args, hw, weight_bytes: float, activ
     for name, options, batches in settings:
         if not name.startswith(tuple(args.engines)):
             continue
-        engine = VLLMEngine(
-            max_new_tokens=args.response,
-            dtype="bfloat16",
-            seed=0,
-            gpu_memory_utilization=args.generate_memory,
-            max_num_seqs=max(batches),
-            sleep_mode=False,
-            **options,
-        )
+        engine = generation_engine(args.response, args.generate_memory, max(batches), **options)
         start = time.perf_counter()
         engine.start(model_dir, args.prompt + args.response)
         started = time.perf_counter() - start

@@ -130,14 +130,7 @@ def main() -> None:
                 }
             }
         )["started"]
-        engine = VLLMEngine(
-            max_new_tokens=args.response,
-            dtype="bfloat16",
-            seed=0,
-            gpu_memory_utilization=args.memory,
-            max_num_seqs=widest,
-            sleep_mode=False,
-        )
+        engine = gpu_colocated.generation_engine(args.response, args.memory, widest)
         start = time.perf_counter()
         engine.start(model_dir, length)
         print(f"started: control {started:.0f} s, stable-rl {time.perf_counter() - start:.0f} s", flush=True)

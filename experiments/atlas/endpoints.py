@@ -16,7 +16,7 @@ from pathlib import Path
 from experiments.atlas.plan import FIRST_SEED, REPORTED_ARMS, Cell
 from stable_rl.analysis.heldout_change import HeldoutChange
 from stable_rl.analysis.heldout_pairs import avg_at, outcomes_of
-from stable_rl.analysis.run_logs import check_distinct_copies, read_archive, series_of
+from stable_rl.analysis.run_logs import archived_copies, read_archive, series_of
 from stable_rl.analysis.survival import Survival, collapse_time, median_time
 
 SIGNS = ("train/reward", "train/entropy", "train/skipped_updates")  # what the collapse rule reads
@@ -66,14 +66,12 @@ def read_run(metrics: list[dict[str, str]], outcomes: list[dict[str, str]], cell
 
 def read_copies(archives: list[Path], cells: list[Cell]) -> dict[str, list[Run]]:
     """Run name -> its archived copies in archive order, for the runs of ``cells``."""
-    check_distinct_copies(archives)
     by_name = {c.run_name(s): (c, s) for c in cells for s in range(FIRST_SEED, FIRST_SEED + c.seeds)}
+    outcomes = {archive: read_archive(archive, "heldout_outcomes.csv") for archive in archives}
     copies: dict[str, list[Run]] = {}
-    for archive in archives:
-        outcomes = read_archive(archive, "heldout_outcomes.csv")
-        for name, rows in read_archive(archive).items():
-            if name in by_name:
-                copies.setdefault(name, []).append(read_run(rows, outcomes.get(name, []), *by_name[name]))
+    for archive, name, rows in archived_copies(archives):
+        if name in by_name:
+            copies.setdefault(name, []).append(read_run(rows, outcomes[archive].get(name, []), *by_name[name]))
     return copies
 
 

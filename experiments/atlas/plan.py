@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from stable_rl.analysis.run_logs import check_distinct_copies, read_archive
+from stable_rl.analysis.run_logs import archived_copies
 
 HERE = Path(__file__).parent
 RECIPES = HERE / "recipes"
@@ -112,12 +112,10 @@ def pending(plan: list[Cell], logged: dict[str, list[int]]) -> list[tuple[Cell, 
 
 def logged_runs(archives: list[Path]) -> dict[str, list[int]]:
     """Each archived run's last training step, per copy, from ``logs/atlas/*.tar.xz`` (no copy archived twice)."""
-    check_distinct_copies(archives)
     logged: dict[str, list[int]] = {}
-    for archive in archives:
-        for name, rows in read_archive(archive).items():
-            steps = [int(row["step"]) for row in rows if row.get("train/reward")]
-            logged.setdefault(name, []).append(max(steps, default=-1))
+    for _, name, rows in archived_copies(archives):
+        steps = [int(row["step"]) for row in rows if row.get("train/reward")]
+        logged.setdefault(name, []).append(max(steps, default=-1))
     return logged
 
 

@@ -6,7 +6,7 @@ import gzip
 import io
 import lzma
 import tarfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -67,9 +67,9 @@ def read_archive(archive: Path, log: str = "metrics.csv") -> dict[str, list[dict
     return runs
 
 
-def check_distinct_copies(archives: list[Path]) -> None:
-    """Refuse two archives holding the same copy of a run (the same metrics rows): a wave's folder packed twice
-    would count one cut run as cut twice."""
+def archived_copies(archives: list[Path]) -> Iterator[tuple[Path, str, list[dict[str, str]]]]:
+    """(archive, run name, metrics.csv rows) of every run in ``archives``, in their order; refuses two archives
+    holding the same copy of a run (the same rows): a wave's folder packed twice would count a cut run as cut twice."""
     seen: dict[tuple[str, str], Path] = {}
     for archive in archives:
         for name, rows in read_archive(archive).items():
@@ -80,6 +80,7 @@ def check_distinct_copies(archives: list[Path]) -> None:
                     "wave's own folder, runs/atlas/<wave>)"
                 )
             seen[key] = archive
+            yield archive, name, rows
 
 
 def run_labels(run_dirs: list[Path]) -> list[str]:

@@ -90,8 +90,7 @@ def _logrank_z(times: np.ndarray, events: np.ndarray, in_a: np.ndarray) -> np.nd
 
 def logrank_z(a: list[Survival], b: list[Survival]) -> float:
     """The log-rank statistic of arm ``a`` against ``b``: positive where ``a`` collapses sooner."""
-    times = np.array([s.time for s in a + b], dtype=float)
-    events = np.array([s.collapsed for s in a + b])
+    times, events = _times_events(a + b)
     return float(_logrank_z(times, events, np.arange(len(a) + len(b))[None, :] < len(a))[0])
 
 
